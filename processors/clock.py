@@ -1,0 +1,24 @@
+"""Transaction time comes only from our clock, injected, never from the source or ``now()`` in the core."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class TransactionClock:
+    """Strictly increasing transaction time: ``max(wall clock, last + 1 µs)`` (a hybrid logical clock)."""
+
+    wall_clock: Callable[[], int]
+    simulated: bool = False
+    _simulated_now: int | None = None
+
+    def tick(self, last_tx: int) -> int:
+        now = self._simulated_now if self._simulated_now is not None else self.wall_clock()
+        return max(now, last_tx + 1)
+
+    def set_simulated(self, now: int) -> None:
+        if not self.simulated:
+            raise ValueError("clock events are accepted only by `edgeledger load --simulated-clock`")
+        self._simulated_now = now

@@ -1,0 +1,102 @@
+"""Entity identity, the first cut: identifiers first, then an exact normalised-name alias lookup.
+
+A mention with a system-of-record id is ``Type:id``; its name and aliases become aliases of that
+id. A mention with only a name resolves through the alias table to exactly one entity of its
+type; with no match it becomes a new entity keyed by its normalised name (``Type:~name``); with
+several matches we abstain and the event waits in the review queue. Fuzzy matching, merges and
+splits belong to the entity-resolution stage, not here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from processors.model import AliasEntry, Entity
+from processors.pending import PendingLedger
+from processors.ports import LedgerReader
+
+_NOT_WORD = re.compile(r"[^0-9a-z]+")
+ResolutionKind = Literal["identifier", "alias", "new", "ambiguous"]
+
+
+def normalise_name(name: str) -> str:
+    """Case-fold, turn punctuation into spaces, collapse white space: 'Settlement-Connector ' -> 'settlement connector'."""
+    return " ".join(_NOT_WORD.sub(" ", name.casefold()).split())
+
+
+def entity_type_of(entity_id: str) -> str:
+    return entity_id.split(":", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    type: str
+    id: str | None
+    name: str | None
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    kind: ResolutionKind
+    entity_id: str | None
+    candidates: tuple[str, ...] = ()
+
+
+@dataclass
+class MentionResolver:
+    """Resolves the mentions of one event; registers new entities and aliases only on ``commit``."""
+
+    reader: LedgerReader
+    tenant: str
+    _planned_entities: dict[str, Entity] = field(default_factory=dict)
+    _planned_aliases: dict[tuple[str, str], None] = field(default_factory=dict)
+
+    def resolve(self, mention: Mention) -> Resolution:
+        if mention.id is not None:
+            entity_id = f"{mention.type}:{mention.id}"
+            self._plan(entity_id, mention)
+            return Resolution("identifier", entity_id)
+        assert mention.name is not None
+        normalised = normalise_name(mention.name)
+        prefix = f"{mention.type}:"
+        matches = [e for e in self.reader.alias_targets(self.tenant, normalised) if e.startswith(prefix)]
+        matches += [
+            e for (e, alias) in self._planned_aliases if alias == normalised and e.startswith(prefix)
+            and e not in matches
+        ]
+        if len(matches) > 1:
+            return Resolution("ambiguous", None, tuple(sorted(matches)))
+        if matches:
+            self._plan(matches[0], mention)
+            return Resolution("alias", matches[0])
+        entity_id = f"{mention.type}:~{normalised}"
+        self._plan(entity_id, mention)
+        return Resolution("new", entity_id)
+
+    def _plan(self, entity_id: str, mention: Mention) -> None:
+        if entity_id not in self._planned_entities:
+            self._planned_entities[entity_id] = Entity(self.tenant, entity_id, mention.type, mention.name, 0)
+        elif mention.name:
+            current = self._planned_entities[entity_id]
+            self._planned_entities[entity_id] = Entity(self.tenant, entity_id, current.type, mention.name, 0)
+        for name in (mention.name, *mention.aliases):
+            if name:
+                self._planned_aliases[(entity_id, normalise_name(name))] = None
+
+    def commit(self, ledger: PendingLedger, tx: int) -> None:
+        """Record entities that are new or renamed and aliases not yet known, at transaction time ``tx``."""
+        for entity_id, planned in self._planned_entities.items():
+            known = ledger.entity(self.tenant, entity_id)
+            if known is None:
+                ledger.add_entity(Entity(self.tenant, entity_id, planned.type, planned.name, tx))
+            elif planned.name and planned.name != known.name:
+                ledger.add_entity(Entity(self.tenant, entity_id, known.type, planned.name, known.first_tx))
+        for entity_id, normalised in self._planned_aliases:
+            if not normalised:
+                continue
+            if entity_id not in ledger.alias_targets(self.tenant, normalised):
+                ledger.add_alias(AliasEntry(self.tenant, normalised, entity_id, tx))
+

@@ -1,0 +1,259 @@
+"""The ledger processor: one raw event in, effects on a ``PendingLedger`` out.
+
+decode -> validate -> resolve -> apply. Every failure becomes data: a dead letter carrying the
+original text, the stage and the reason, or a review item when we abstain. Nothing is lost, and
+``BatchCounts.balanced()`` proves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+from pydantic import ValidationError
+
+from processors.clock import TransactionClock
+from processors.identity import Mention, MentionResolver, Resolution
+from processors.model import DeadLetter, Heartbeat, LogicalEdge, Outcome, ReviewItem, Trace
+from processors.pending import PendingLedger
+from processors.versioning import Fact, Provenance, Versioner, derive_id
+from schemas.events import (
+    EVENT_ADAPTER,
+    AliasCommand,
+    ChangeEvent,
+    ClockEvent,
+    EntityMention,
+    HeartbeatEvent,
+    MergeCommand,
+    RevokeEvent,
+    RevokeSourceEvent,
+    SplitCommand,
+    TraceEvent,
+)
+from schemas.ontology import Ontology
+from schemas.times import to_micros
+
+
+class Rejected(Exception):
+    """The event cannot be applied; it goes to dead-letter with this reason."""
+
+
+class Parked(Exception):
+    """We abstain: the event waits in the review queue."""
+
+    def __init__(self, category: str, reason: str, details: dict[str, object]):
+        super().__init__(reason)
+        self.category = category
+        self.details = details
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors(include_url=False):
+        location = ".".join(str(p) for p in item["loc"] if not str(p).startswith("function-after"))
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown field"
+        parts.append(f"{location}: {message}" if location else message)
+    return "; ".join(parts)
+
+
+@dataclass
+class LedgerProcessor:
+    ontology: Ontology
+    clock: TransactionClock
+
+    def process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
+        ledger.counts.events_read += 1
+        text = (raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw).rstrip("\r\n")
+        try:
+            document = orjson.loads(raw)
+        except orjson.JSONDecodeError as error:
+            return self._dead_letter(ledger, "decode", f"malformed JSON: {error}", text, None)
+        if not isinstance(document, dict):
+            return self._dead_letter(ledger, "decode", "an event must be a JSON object", text, None)
+        try:
+            event = EVENT_ADAPTER.validate_python(document)
+        except ValidationError as error:
+            return self._dead_letter(ledger, "validate", describe_validation_error(error), text, document)
+
+        if isinstance(event, ClockEvent):
+            try:
+                self.clock.set_simulated(to_micros(event.now))
+            except ValueError as error:
+                return self._dead_letter(ledger, "validate", str(error), text, document)
+            ledger.counts.applied += 1
+            return "applied"
+
+        if ledger.event_seen(event.tenant, event.event_id):
+            ledger.counts.duplicates += 1
+            return "duplicate"
+
+        tx = self.clock.tick(ledger.last_tx())
+        ledger.tx = tx
+        try:
+            self._apply(event, ledger, tx)
+        except Rejected as rejected:
+            outcome = self._dead_letter(ledger, "apply", str(rejected), text, document)
+        except Parked as parked:
+            ledger.review_items.append(
+                ReviewItem(
+                    review_id=derive_id("r", event.tenant, event.event_id, "parked"),
+                    tenant=event.tenant,
+                    event_id=event.event_id,
+                    tx_at=tx,
+                    category=parked.category,
+                    reason=str(parked),
+                    details=parked.details,
+                    original=text,
+                )
+            )
+            ledger.counts.queued_for_review += 1
+            outcome = "queued_for_review"
+        else:
+            ledger.counts.applied += 1
+            outcome = "applied"
+        ledger.mark_seen(event.tenant, event.event_id, outcome)
+        return outcome
+
+    def _dead_letter(
+        self, ledger: PendingLedger, stage: str, reason: str, text: str, document: dict | None
+    ) -> Outcome:
+        tenant = document.get("tenant") if document else None
+        event_id = document.get("event_id") if document else None
+        ledger.tx = self.clock.tick(ledger.last_tx())
+        ledger.dead_letters.append(
+            DeadLetter(
+                tx_at=ledger.tx,
+                stage=stage,  # type: ignore[arg-type]
+                reason=reason,
+                original=text,
+                tenant=tenant if isinstance(tenant, str) else None,
+                event_id=event_id if isinstance(event_id, str) else None,
+            )
+        )
+        ledger.counts.dead_lettered += 1
+        if isinstance(tenant, str) and isinstance(event_id, str) and stage == "apply":
+            ledger.mark_seen(tenant, event_id, "dead_lettered")
+        return "dead_lettered"
+
+    # -- per kind ------------------------------------------------------------------------------------------
+    def _apply(self, event, ledger: PendingLedger, tx: int) -> None:
+        match event:
+            case ChangeEvent():
+                self._apply_change(event, ledger, tx)
+            case RevokeEvent():
+                version = ledger.version(event.tenant, event.edge_id)
+                if version is None:
+                    raise Rejected(f"unknown edge id {event.edge_id!r} for tenant {event.tenant!r}")
+                versioner = Versioner(ledger, self.ontology, event.tenant, event.event_id, tx)
+                versioner.revoke(ledger.versions_by_origin(event.tenant, version.origin), "revoke")
+            case RevokeSourceEvent():
+                source = event.source
+                versions = ledger.versions_by_source(event.tenant, source.system, source.record, source.version)
+                versioner = Versioner(ledger, self.ontology, event.tenant, event.event_id, tx)
+                versioner.revoke(versions, "revoke_source")
+            case AliasCommand():
+                if ledger.entity(event.tenant, event.entity) is None:
+                    raise Rejected(f"unknown entity {event.entity!r} for tenant {event.tenant!r}")
+                resolver = MentionResolver(ledger, event.tenant)
+                entity_type, _, system_id = event.entity.partition(":")
+                resolver.resolve(Mention(entity_type, system_id, None, (event.alias,)))
+                resolver.commit(ledger, tx)
+            case MergeCommand() | SplitCommand():
+                raise Parked(
+                    "identity_command",
+                    f"{event.kind} commands are parked for review: this ledger does not apply merges or "
+                    "splits yet (entity resolution is a later stage); nothing was changed",
+                    {"command": event.model_dump(mode="json", by_alias=True)},
+                )
+            case TraceEvent():
+                ledger.traces.append(
+                    Trace(
+                        tenant=event.tenant,
+                        trace_id=event.trace_id,
+                        event_id=event.event_id,
+                        query=event.query,
+                        valid_at=to_micros(event.valid_at),
+                        known_at=to_micros(event.known_at),
+                        edge_ids=event.edge_ids,
+                        action=event.action,
+                        tx_at=tx,
+                    )
+                )
+            case HeartbeatEvent():
+                ledger.heartbeats.append(
+                    Heartbeat(event.tenant, event.source.system, to_micros(event.detected_at), tx)
+                )
+
+    def _apply_change(self, event: ChangeEvent, ledger: PendingLedger, tx: int) -> None:
+        tenant = event.tenant
+        resolver = MentionResolver(ledger, tenant)
+        assertions = [
+            (self._resolve(resolver, a.src), a, self._resolve(resolver, a.dst)) for a in event.assert_
+        ]
+        retractions = [
+            (self._resolve(resolver, r.src), r, self._resolve(resolver, r.dst)) for r in event.retract
+        ]
+        for index, (_, item, _) in enumerate(assertions):
+            self._check_ontology(item.src.type, item.rel, item.dst.type, item.phrase, f"assert[{index}]")
+        for index, (_, item, _) in enumerate(retractions):
+            self._check_ontology(item.src.type, item.rel, item.dst.type, "retraction", f"retract[{index}]")
+        resolver.commit(ledger, tx)
+
+        provenance = Provenance(
+            event.source.system, event.source.record, event.source.version, to_micros(event.detected_at)
+        )
+        versioner = Versioner(ledger, self.ontology, tenant, event.event_id, tx)
+        retracted = set()
+        for src, item, dst in retractions:
+            stopped_at = to_micros(item.valid_from) if item.valid_from else None
+            versioner.retract(src, item.rel, dst, provenance.authority, stopped_at)
+            retracted.add(LogicalEdge(src, item.rel, dst))
+
+        asserted = {LogicalEdge(src, item.rel, dst) for src, item, dst in assertions}
+        record = event.source.record
+        if record is not None:
+            previously = ledger.record_claims(tenant, provenance.authority, record)
+            if event.mode == "snapshot":
+                effective = to_micros(event.effective_at or event.detected_at)
+                for omitted in sorted(previously - asserted, key=lambda e: (e.src, e.rel, e.dst)):
+                    versioner.retract(omitted.src, omitted.rel, omitted.dst, provenance.authority, effective)
+                claims = frozenset(asserted)
+            else:
+                claims = (previously - retracted) | asserted
+            if claims != previously:
+                ledger.set_claims(tenant, provenance.authority, record, claims)
+
+        for src, item, dst in assertions:
+            fact = Fact(
+                src=src,
+                rel=item.rel,
+                dst=dst,
+                valid_from=to_micros(item.valid_from) if item.valid_from else None,
+                valid_to=to_micros(item.valid_to) if item.valid_to else None,
+                evidence=item.evidence,
+                confidence=item.confidence,
+                phrase=item.phrase,
+            )
+            versioner.assert_fact(fact, provenance)
+
+    @staticmethod
+    def _resolve(resolver: MentionResolver, mention: EntityMention) -> str:
+        resolution: Resolution = resolver.resolve(
+            Mention(mention.type, mention.id, mention.name, mention.aliases)
+        )
+        if resolution.kind == "ambiguous":
+            raise Parked(
+                "ambiguous_entity",
+                f"the name {mention.name!r} matches several {mention.type} entities; "
+                "abstaining rather than guessing",
+                {"mention": mention.model_dump(mode="json"), "candidates": list(resolution.candidates)},
+            )
+        assert resolution.entity_id is not None
+        return resolution.entity_id
+
+    def _check_ontology(self, src_type: str, rel: str, dst_type: str, phrase: str | None, where: str) -> None:
+        violation = self.ontology.violation(src_type, rel, dst_type, phrase)
+        if violation:
+            raise Rejected(f"{where}: ontology violation: {violation}")

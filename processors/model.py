@@ -1,0 +1,134 @@
+"""The domain's value types. Instants are ``int`` microseconds since the epoch, UTC.
+
+``None`` as a valid-time bound means unknown start (``valid_from``) or no known end
+(``valid_to``); ``None`` as ``tx_to`` means the ledger still believes the version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+Direction = Literal["out", "in"]
+Outcome = Literal["applied", "dead_lettered", "queued_for_review", "duplicate"]
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeVersion:
+    edge_id: str
+    tenant: str
+    src: str
+    rel: str
+    dst: str
+    valid_from: int | None
+    valid_to: int | None
+    tx_from: int
+    tx_to: int | None
+    authority: str
+    """The source system that asserted the fact; cardinality and retraction act within it."""
+    source_record: str | None
+    source_version: str | None
+    evidence: str
+    confidence: float
+    origin: str
+    """Edge id of the assertion this fact came from; a remainder keeps its parent's origin."""
+    supersedes: tuple[str, ...]
+    event_id: str
+    detected_at: int | None
+    phrase: str | None = None
+
+    @property
+    def believed(self) -> bool:
+        return self.tx_to is None
+
+    def known_at(self, known_at: int) -> bool:
+        return self.tx_from <= known_at and (self.tx_to is None or known_at < self.tx_to)
+
+    def valid_at(self, valid_at: int) -> bool:
+        return (self.valid_from is None or self.valid_from <= valid_at) and (
+            self.valid_to is None or valid_at < self.valid_to
+        )
+
+    def visible(self, valid_at: int, known_at: int) -> bool:
+        return self.known_at(known_at) and self.valid_at(valid_at)
+
+    def close_belief(self, tx: int) -> EdgeVersion:
+        return replace(self, tx_to=tx)
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    tenant: str
+    entity_id: str
+    type: str
+    name: str | None
+    first_tx: int
+
+
+@dataclass(frozen=True, slots=True)
+class AliasEntry:
+    tenant: str
+    normalised: str
+    entity_id: str
+    tx_from: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogicalEdge:
+    src: str
+    rel: str
+    dst: str
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    correction_id: str
+    tenant: str
+    event_id: str
+    tx_at: int
+    cause: str
+    old_edge_ids: tuple[str, ...]
+    new_edge_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewItem:
+    review_id: str
+    tenant: str
+    event_id: str
+    tx_at: int
+    category: str
+    reason: str
+    details: dict[str, object] = field(default_factory=dict)
+    original: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    tx_at: int
+    stage: Literal["decode", "validate", "apply"]
+    reason: str
+    original: str
+    tenant: str | None = None
+    event_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    tenant: str
+    system: str
+    detected_at: int
+    tx_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    tenant: str
+    trace_id: str
+    event_id: str
+    query: dict[str, object]
+    valid_at: int
+    known_at: int
+    edge_ids: tuple[str, ...] | None
+    action: str
+    tx_at: int

@@ -1,0 +1,175 @@
+"""A unit of work: the changes of a batch of events, readable before they are committed.
+
+Versioning reads through a ``PendingLedger`` so that an event sees its own appends and closings
+and those of the events before it in the same batch; the store then writes the whole batch in
+one atomic write. Nothing here touches storage.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from processors.model import (
+    AliasEntry,
+    Correction,
+    DeadLetter,
+    EdgeVersion,
+    Entity,
+    Heartbeat,
+    LogicalEdge,
+    Outcome,
+    ReviewItem,
+    Trace,
+)
+from processors.ports import LedgerReader
+
+
+@dataclass
+class BatchCounts:
+    events_read: int = 0
+    applied: int = 0
+    dead_lettered: int = 0
+    queued_for_review: int = 0
+    duplicates: int = 0
+    versions_appended: int = 0
+    versions_closed: int = 0
+    corrections: int = 0
+    conflicts_flagged: int = 0
+
+    def add(self, other: BatchCounts) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def balanced(self) -> bool:
+        """Every event read ended applied, dead-lettered, queued for review, or was a re-delivery."""
+        return self.events_read == (
+            self.applied + self.dead_lettered + self.queued_for_review + self.duplicates
+        )
+
+
+@dataclass
+class PendingLedger:
+    base: LedgerReader
+    versions: dict[tuple[str, str], EdgeVersion] = field(default_factory=dict)
+    appended: list[tuple[str, str]] = field(default_factory=list)
+    closed: list[tuple[str, str]] = field(default_factory=list)
+    entities: dict[tuple[str, str], Entity] = field(default_factory=dict)
+    aliases: list[AliasEntry] = field(default_factory=list)
+    claims: dict[tuple[str, str, str], frozenset[LogicalEdge]] = field(default_factory=dict)
+    seen: dict[tuple[str, str], Outcome] = field(default_factory=dict)
+    corrections: list[Correction] = field(default_factory=list)
+    review_items: list[ReviewItem] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    traces: list[Trace] = field(default_factory=list)
+    heartbeats: list[Heartbeat] = field(default_factory=list)
+    counts: BatchCounts = field(default_factory=BatchCounts)
+    tx: int | None = None
+    _by_logical: dict[tuple[str, str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    _by_out: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    _by_origin: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    _new_by_tenant: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
+
+    # -- writes -------------------------------------------------------------------------------
+    def append(self, version: EdgeVersion) -> None:
+        key = (version.tenant, version.edge_id)
+        self.versions[key] = version
+        self.appended.append(key)
+        self._by_logical[(version.tenant, version.src, version.rel, version.dst)].append(version.edge_id)
+        self._by_out[(version.tenant, version.src, version.rel)].append(version.edge_id)
+        self._by_origin[(version.tenant, version.origin)].append(version.edge_id)
+        self._new_by_tenant[version.tenant].append(version.edge_id)
+        self.counts.versions_appended += 1
+
+    def close(self, version: EdgeVersion, tx: int) -> EdgeVersion:
+        closed = version.close_belief(tx)
+        key = (version.tenant, version.edge_id)
+        self.versions[key] = closed
+        self.closed.append(key)
+        self.counts.versions_closed += 1
+        return closed
+
+    def add_entity(self, entity: Entity) -> None:
+        self.entities[(entity.tenant, entity.entity_id)] = entity
+
+    def add_alias(self, alias: AliasEntry) -> None:
+        self.aliases.append(alias)
+        self._alias_index[(alias.tenant, alias.normalised)].append(alias)
+
+    def set_claims(self, tenant: str, system: str, record: str, claims: frozenset[LogicalEdge]) -> None:
+        self.claims[(tenant, system, record)] = claims
+
+    def mark_seen(self, tenant: str, event_id: str, outcome: Outcome) -> None:
+        self.seen[(tenant, event_id)] = outcome
+
+    # -- reads (LedgerReader) -------------------------------------------------------------------
+    def _overlay(self, tenant: str, base: list[EdgeVersion], new_ids: list[str]) -> list[EdgeVersion]:
+        if not self.versions:
+            return base
+        merged = [self.versions.get((tenant, v.edge_id), v) for v in base]
+        merged.extend(self.versions[(tenant, edge_id)] for edge_id in new_ids)
+        return merged
+
+    def versions_of(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
+        base = self.base.versions_of(tenant, src, rel, dst)
+        return self._overlay(tenant, base, self._by_logical.get((tenant, src, rel, dst), []))
+
+    def out_versions(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
+        base = self.base.out_versions(tenant, src, rel)
+        return self._overlay(tenant, base, self._by_out.get((tenant, src, rel), []))
+
+    def version(self, tenant: str, edge_id: str) -> EdgeVersion | None:
+        pending = self.versions.get((tenant, edge_id))
+        return pending if pending is not None else self.base.version(tenant, edge_id)
+
+    def versions_by_origin(self, tenant: str, origin: str) -> list[EdgeVersion]:
+        base = self.base.versions_by_origin(tenant, origin)
+        return self._overlay(tenant, base, self._by_origin.get((tenant, origin), []))
+
+    def versions_by_source(
+        self, tenant: str, system: str, record: str | None, version: str | None
+    ) -> list[EdgeVersion]:
+        base = self.base.versions_by_source(tenant, system, record, version)
+        new_ids = [
+            edge_id
+            for edge_id in self._new_by_tenant.get(tenant, [])
+            if _from_source(self.versions[(tenant, edge_id)], system, record, version)
+        ]
+        return self._overlay(tenant, base, new_ids)
+
+    def entity(self, tenant: str, entity_id: str) -> Entity | None:
+        pending = self.entities.get((tenant, entity_id))
+        return pending if pending is not None else self.base.entity(tenant, entity_id)
+
+    def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
+        targets = self.base.alias_targets(tenant, normalised, known_at)
+        for alias in self._alias_index.get((tenant, normalised), []):
+            if alias.entity_id not in targets and (known_at is None or alias.tx_from <= known_at):
+                targets.append(alias.entity_id)
+        return targets
+
+    def record_claims(self, tenant: str, system: str, record: str) -> frozenset[LogicalEdge]:
+        pending = self.claims.get((tenant, system, record))
+        return pending if pending is not None else self.base.record_claims(tenant, system, record)
+
+    def event_seen(self, tenant: str, event_id: str) -> bool:
+        return (tenant, event_id) in self.seen or self.base.event_seen(tenant, event_id)
+
+    def last_tx(self) -> int:
+        return self.tx if self.tx is not None else self.base.last_tx()
+
+    # -- what the store writes ----------------------------------------------------------------------
+    def final_versions(self) -> list[tuple[EdgeVersion, bool, bool]]:
+        """Each touched version in its final state, with (is_new, was_closed_now)."""
+        new = set(self.appended)
+        closed = set(self.closed)
+        return [(v, key in new, key in closed) for key, v in self.versions.items()]
+
+
+def _from_source(version: EdgeVersion, system: str, record: str | None, source_version: str | None) -> bool:
+    return (
+        version.authority == system
+        and (record is None or version.source_record == record)
+        and (source_version is None or version.source_version == source_version)
+    )

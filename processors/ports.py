@@ -1,0 +1,52 @@
+"""The small read interfaces the pure core needs; ``state/`` implements them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from processors.model import Direction, EdgeVersion, Entity, LogicalEdge
+
+
+class LedgerReader(Protocol):
+    """What versioning needs to read. Every method is scoped to one tenant."""
+
+    def versions_of(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
+        """Every version, believed or closed, of one (src, rel, dst), any authority."""
+        ...
+
+    def out_versions(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
+        """Every version of every ``rel`` edge leaving ``src``."""
+        ...
+
+    def version(self, tenant: str, edge_id: str) -> EdgeVersion | None: ...
+
+    def versions_by_origin(self, tenant: str, origin: str) -> list[EdgeVersion]: ...
+
+    def versions_by_source(
+        self, tenant: str, system: str, record: str | None, version: str | None
+    ) -> list[EdgeVersion]: ...
+
+    def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
+
+    def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
+        """Entity ids the alias names, as of ``known_at`` (``None``: everything recorded)."""
+        ...
+
+    def record_claims(self, tenant: str, system: str, record: str) -> frozenset[LogicalEdge]: ...
+
+    def event_seen(self, tenant: str, event_id: str) -> bool: ...
+
+    def last_tx(self) -> int: ...
+
+
+class GraphReader(Protocol):
+    """What traversals need to read."""
+
+    def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterable[EdgeVersion]:
+        """Every version of every ``rel`` edge at ``node`` in ``direction``, in key order."""
+        ...
+
+    def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
+
+    def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]: ...

@@ -1,0 +1,225 @@
+"""Bi-temporal versioning: the rules that turn assertions, retractions and revocations into
+appended edge versions and closed beliefs.
+
+Versions are never updated or deleted. A change of belief closes the old version's transaction
+interval (``tx_to = tx``) and appends what is now believed: the unaffected remainders of the old
+fact (with the old fact's provenance) and the new fact. Every operation that closes a belief
+emits one correction naming the closed and the appended edge ids.
+
+A logical edge is (src, rel, dst) *per authority* (source system): a source can supersede and
+retract only what it asserted itself, and a single-valued relationship closes only competing
+values from the same authority. A competing value from another authority is kept, and the
+conflict is flagged for review rather than resolved by guessing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from processors.intervals import Interval, cut_from, overlaps, subtract
+from processors.model import Correction, EdgeVersion, ReviewItem
+from processors.pending import PendingLedger
+from schemas.ontology import Ontology
+
+
+def derive_id(prefix: str, *parts: str) -> str:
+    """A deterministic id from its parts, so replaying the same events yields the same ids."""
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).hexdigest()
+    return f"{prefix}{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A resolved assertion: canonical ids, valid interval and provenance."""
+
+    src: str
+    rel: str
+    dst: str
+    valid_from: int | None
+    valid_to: int | None
+    evidence: str
+    confidence: float
+    phrase: str | None = None
+
+    @property
+    def interval(self) -> Interval:
+        return (self.valid_from, self.valid_to)
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    authority: str
+    record: str | None
+    version: str | None
+    detected_at: int | None
+
+
+@dataclass
+class Versioner:
+    """Applies one event's operations at one transaction time ``tx``."""
+
+    ledger: PendingLedger
+    ontology: Ontology
+    tenant: str
+    event_id: str
+    tx: int
+    _sequence: int = 0
+    _corrections: int = field(default=0)
+
+    def _next_id(self, prefix: str) -> str:
+        self._sequence += 1
+        return derive_id(prefix, self.tenant, self.event_id, str(self._sequence))
+
+    def _believed(self, src: str, rel: str, dst: str, authority: str) -> list[EdgeVersion]:
+        return [
+            v
+            for v in self.ledger.versions_of(self.tenant, src, rel, dst)
+            if v.tx_to is None and v.authority == authority
+        ]
+
+    def _append(
+        self,
+        fact: Fact,
+        interval: Interval,
+        provenance: Provenance,
+        origin: str | None,
+        supersedes: tuple[str, ...],
+        event_id: str,
+    ) -> EdgeVersion:
+        edge_id = self._next_id("e")
+        version = EdgeVersion(
+            edge_id=edge_id,
+            tenant=self.tenant,
+            src=fact.src,
+            rel=fact.rel,
+            dst=fact.dst,
+            valid_from=interval[0],
+            valid_to=interval[1],
+            tx_from=self.tx,
+            tx_to=None,
+            authority=provenance.authority,
+            source_record=provenance.record,
+            source_version=provenance.version,
+            evidence=fact.evidence,
+            confidence=fact.confidence,
+            origin=origin or edge_id,
+            supersedes=supersedes,
+            event_id=event_id,
+            detected_at=provenance.detected_at,
+            phrase=fact.phrase,
+        )
+        self.ledger.append(version)
+        return version
+
+    def _supersede(self, old: EdgeVersion, keep: list[Interval]) -> list[EdgeVersion]:
+        """Close ``old`` and append its surviving valid-time pieces with its own provenance."""
+        self.ledger.close(old, self.tx)
+        fact = Fact(old.src, old.rel, old.dst, old.valid_from, old.valid_to, old.evidence, old.confidence,
+                    old.phrase)
+        provenance = Provenance(old.authority, old.source_record, old.source_version, old.detected_at)
+        return [
+            self._append(fact, piece, provenance, old.origin, (old.edge_id,), old.event_id) for piece in keep
+        ]
+
+    def _correct(self, cause: str, closed: list[EdgeVersion], appended: list[EdgeVersion]) -> None:
+        if not closed:
+            return
+        self.ledger.corrections.append(
+            Correction(
+                correction_id=self._next_id("c"),
+                tenant=self.tenant,
+                event_id=self.event_id,
+                tx_at=self.tx,
+                cause=cause,
+                old_edge_ids=tuple(v.edge_id for v in closed),
+                new_edge_ids=tuple(v.edge_id for v in appended),
+            )
+        )
+        self.ledger.counts.corrections += 1
+
+    # -- operations ------------------------------------------------------------------------------------
+    def assert_fact(self, fact: Fact, provenance: Provenance) -> None:
+        believed = self._believed(fact.src, fact.rel, fact.dst, provenance.authority)
+        if any(_restates(v, fact, provenance) for v in believed):
+            return
+        closed: list[EdgeVersion] = []
+        appended: list[EdgeVersion] = []
+        for old in believed:
+            if overlaps((old.valid_from, old.valid_to), fact.interval):
+                closed.append(old)
+                appended += self._supersede(old, subtract((old.valid_from, old.valid_to), fact.interval))
+        if self.ontology.is_single_valued(fact.rel):
+            for old in self._competing(fact):
+                if old.authority == provenance.authority:
+                    closed.append(old)
+                    appended += self._supersede(old, subtract((old.valid_from, old.valid_to), fact.interval))
+        new = self._append(fact, fact.interval, provenance, None, tuple(v.edge_id for v in closed),
+                           self.event_id)
+        appended.append(new)
+        if self.ontology.is_single_valued(fact.rel):
+            self._flag_conflicts(fact, new)
+        self._correct("assert", closed, appended)
+
+    def _competing(self, fact: Fact) -> list[EdgeVersion]:
+        return [
+            v
+            for v in self.ledger.out_versions(self.tenant, fact.src, fact.rel)
+            if v.tx_to is None and v.dst != fact.dst and overlaps((v.valid_from, v.valid_to), fact.interval)
+        ]
+
+    def _flag_conflicts(self, fact: Fact, new: EdgeVersion) -> None:
+        rivals = [v for v in self._competing(fact) if v.authority != new.authority]
+        if not rivals:
+            return
+        self.ledger.review_items.append(
+            ReviewItem(
+                review_id=self._next_id("r"),
+                tenant=self.tenant,
+                event_id=self.event_id,
+                tx_at=self.tx,
+                category="cardinality_conflict",
+                reason=(
+                    f"{fact.src} {fact.rel} has competing values from different sources "
+                    f"({new.authority}: {fact.dst}; "
+                    + "; ".join(f"{v.authority}: {v.dst}" for v in rivals)
+                    + "); both are kept until a person decides"
+                ),
+                details={
+                    "new_edge_id": new.edge_id,
+                    "competing_edge_ids": [v.edge_id for v in rivals],
+                },
+            )
+        )
+        self.ledger.counts.conflicts_flagged += 1
+
+    def retract(self, src: str, rel: str, dst: str, authority: str, stopped_at: int | None) -> None:
+        closed: list[EdgeVersion] = []
+        appended: list[EdgeVersion] = []
+        for old in self._believed(src, rel, dst, authority):
+            affected, remainder = cut_from((old.valid_from, old.valid_to), stopped_at)
+            if affected:
+                closed.append(old)
+                appended += self._supersede(old, [remainder] if remainder else [])
+        self._correct("retract", closed, appended)
+
+    def revoke(self, versions: list[EdgeVersion], cause: str) -> None:
+        """Never true: close the believed versions and append nothing."""
+        closed = []
+        for old in versions:
+            if old.tx_to is None:
+                self.ledger.close(old, self.tx)
+                closed.append(old)
+        self._correct(cause, closed, [])
+
+
+def _restates(version: EdgeVersion, fact: Fact, provenance: Provenance) -> bool:
+    """The fact is already believed exactly as stated, from the same record: nothing to change."""
+    return (
+        version.valid_from == fact.valid_from
+        and version.valid_to == fact.valid_to
+        and version.source_record == provenance.record
+        and version.evidence == fact.evidence
+        and version.confidence == fact.confidence
+        and version.phrase == fact.phrase
+    )

@@ -1,0 +1,173 @@
+"""Input events: one JSON object per line in files, the same JSON as Kafka record values.
+
+Every model forbids unknown fields: a field we do not understand is an error routed to the
+dead-letter topic with its reason, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from schemas.times import UtcDatetime
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class EntityMention(Strict):
+    """An entity as a source names it: a system-of-record id, a name, or both."""
+
+    type: NonEmpty
+    id: NonEmpty | None = None
+    name: NonEmpty | None = None
+    aliases: tuple[NonEmpty, ...] = ()
+
+    @model_validator(mode="after")
+    def _needs_id_or_name(self) -> EntityMention:
+        if self.id is None and self.name is None:
+            raise ValueError("an entity mention needs an 'id' or a 'name'")
+        return self
+
+
+class SourceRef(Strict):
+    system: NonEmpty
+    record: NonEmpty | None = None
+    version: str | None = None
+
+
+class Assertion(Strict):
+    src: EntityMention
+    rel: NonEmpty
+    dst: EntityMention
+    valid_from: UtcDatetime | None = None
+    valid_to: UtcDatetime | None = None
+    evidence: str = ""
+    confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
+    phrase: str | None = None
+
+    @model_validator(mode="after")
+    def _interval_not_empty(self) -> Assertion:
+        if self.valid_from is not None and self.valid_to is not None and self.valid_to <= self.valid_from:
+            raise ValueError("valid_to must be after valid_from")
+        return self
+
+
+class Retraction(Strict):
+    src: EntityMention
+    rel: NonEmpty
+    dst: EntityMention
+    valid_from: UtcDatetime | None = None
+    """When the fact stopped holding; null retracts the whole believed interval."""
+
+
+class EventBase(Strict):
+    event_id: NonEmpty
+    tenant: NonEmpty
+
+
+class ChangeEvent(EventBase):
+    kind: Literal["change"]
+    source: SourceRef
+    detected_at: UtcDatetime
+    effective_at: UtcDatetime | None = None
+    """When a snapshot's omissions stopped holding; defaults to ``detected_at``."""
+    mode: Literal["delta", "snapshot"] = "delta"
+    assert_: tuple[Assertion, ...] = Field(default=(), alias="assert")
+    retract: tuple[Retraction, ...] = ()
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _snapshot_has_record(self) -> ChangeEvent:
+        if self.mode == "snapshot" and self.source.record is None:
+            raise ValueError("a snapshot must name its source record (source.record)")
+        return self
+
+
+class RevokeEvent(EventBase):
+    kind: Literal["revoke"]
+    edge_id: NonEmpty
+    reason: NonEmpty
+
+
+class RevokeSourceEvent(EventBase):
+    kind: Literal["revoke_source"]
+    source: SourceRef
+    reason: NonEmpty
+
+
+class MergeCommand(EventBase):
+    kind: Literal["merge"]
+    keep: NonEmpty
+    absorb: NonEmpty
+    actor: NonEmpty
+    reason: str = ""
+
+
+class SplitCommand(EventBase):
+    kind: Literal["split"]
+    merge: NonEmpty
+    actor: NonEmpty
+    reason: str = ""
+
+
+class AliasCommand(EventBase):
+    kind: Literal["alias"]
+    entity: NonEmpty
+    alias: NonEmpty
+    actor: NonEmpty
+    reason: str = ""
+
+
+Action = Literal["approval_routing", "permission_change", "external_change", "none"]
+
+
+class TraceEvent(EventBase):
+    kind: Literal["trace"]
+    trace_id: NonEmpty
+    query: dict[str, Any]
+    valid_at: UtcDatetime
+    known_at: UtcDatetime
+    edge_ids: tuple[str, ...] | None = None
+    action: Action = "none"
+
+
+class HeartbeatSource(Strict):
+    system: NonEmpty
+
+
+class HeartbeatEvent(EventBase):
+    kind: Literal["heartbeat"]
+    source: HeartbeatSource
+    detected_at: UtcDatetime
+
+
+class ClockEvent(Strict):
+    """Simulation only: sets the ingestion clock for the events after it."""
+
+    kind: Literal["clock"]
+    now: UtcDatetime
+    event_id: str | None = None
+
+
+LedgerEvent = Annotated[
+    ChangeEvent
+    | RevokeEvent
+    | RevokeSourceEvent
+    | MergeCommand
+    | SplitCommand
+    | AliasCommand
+    | TraceEvent
+    | HeartbeatEvent
+    | ClockEvent,
+    Field(discriminator="kind"),
+]
+
+EVENT_ADAPTER: TypeAdapter[LedgerEvent] = TypeAdapter(LedgerEvent)
+EVENT_KINDS = ("change", "revoke", "revoke_source", "merge", "split", "alias", "trace", "heartbeat", "clock")

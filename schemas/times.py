@@ -1,0 +1,62 @@
+"""Time conversions at the edge of the system.
+
+Inside the core every instant is an ``int`` of microseconds since the Unix epoch (UTC), signed so
+that pre-1970 dates work. Pydantic models accept ISO-8601 strings; a date alone means midnight UTC.
+A naive datetime is rejected: we never guess a timezone.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated
+
+from pydantic import BeforeValidator, PlainSerializer
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROS = 1_000_000
+
+
+def parse_instant(value: object) -> datetime:
+    """Parse an ISO-8601 date or datetime into an aware UTC datetime."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, date):
+        parsed = datetime(value.year, value.month, value.day, tzinfo=UTC)
+    elif isinstance(value, str):
+        text = value.strip()
+        if len(text) == 10:
+            parsed = datetime.fromisoformat(text).replace(tzinfo=UTC)
+        else:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    else:
+        raise ValueError(f"expected an ISO-8601 date or datetime, got {type(value).__name__}")
+    if parsed.tzinfo is None:
+        raise ValueError("datetime has no timezone; use UTC ('Z') or an explicit offset")
+    return parsed.astimezone(UTC)
+
+
+def to_micros(value: datetime) -> int:
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * MICROS + delta.microseconds
+
+
+def from_micros(micros: int) -> datetime:
+    return EPOCH + timedelta(microseconds=micros)
+
+
+def format_micros(micros: int | None) -> str | None:
+    """ISO-8601 UTC text for an instant, ``None`` for an open bound."""
+    if micros is None:
+        return None
+    return from_micros(micros).isoformat().replace("+00:00", "Z")
+
+
+def parse_micros(value: object) -> int:
+    return to_micros(parse_instant(value))
+
+
+UtcDatetime = Annotated[
+    datetime,
+    BeforeValidator(parse_instant),
+    PlainSerializer(lambda v: v.isoformat().replace("+00:00", "Z"), return_type=str),
+]

@@ -1,0 +1,1 @@
+"""Storage adapters: the only package that imports rocksdict."""

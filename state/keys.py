@@ -1,0 +1,87 @@
+"""Order-preserving key encoding: byte order of encoded keys equals tuple order of their parts.
+
+- ``str``: UTF-8 with each NUL byte escaped as ``00 FF`` and terminated by ``00``, so a shorter
+  string sorts first and no id can spill into the next component during a prefix scan.
+- ``int``: 8 bytes big-endian with the sign bit flipped, so negative (pre-1970) times sort before
+  positive ones. ``newest_first`` inverts those bytes for descending scans.
+Each part carries a one-byte type tag, so tuples of mixed shape can never collide.
+"""
+
+from __future__ import annotations
+
+import struct
+
+_STR = b"\x02"
+_INT = b"\x15"
+_INT_DESC = b"\x16"
+_SIGN = 1 << 63
+_MASK = (1 << 64) - 1
+
+
+class Descending(int):
+    """Marks an integer to be encoded newest-first."""
+
+
+def encode_str(value: str) -> bytes:
+    return _STR + value.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00"
+
+
+def encode_int(value: int) -> bytes:
+    return _INT + struct.pack(">Q", (value + _SIGN) & _MASK)
+
+
+def encode_int_desc(value: int) -> bytes:
+    return _INT_DESC + struct.pack(">Q", (~(value + _SIGN)) & _MASK)
+
+
+def pack(*parts: str | int) -> bytes:
+    out = bytearray()
+    for part in parts:
+        if isinstance(part, str):
+            out += encode_str(part)
+        elif isinstance(part, Descending):
+            out += encode_int_desc(int(part))
+        elif isinstance(part, int):
+            out += encode_int(part)
+        else:
+            raise TypeError(f"cannot encode {type(part).__name__} in a key")
+    return bytes(out)
+
+
+def unpack(data: bytes) -> tuple[str | int, ...]:
+    parts: list[str | int] = []
+    position = 0
+    while position < len(data):
+        tag = data[position : position + 1]
+        position += 1
+        if tag == _STR:
+            buffer = bytearray()
+            while True:
+                byte = data[position]
+                if byte == 0:
+                    if position + 1 < len(data) and data[position + 1] == 0xFF:
+                        buffer.append(0)
+                        position += 2
+                        continue
+                    position += 1
+                    break
+                buffer.append(byte)
+                position += 1
+            parts.append(buffer.decode("utf-8"))
+        elif tag in (_INT, _INT_DESC):
+            (raw,) = struct.unpack(">Q", data[position : position + 8])
+            position += 8
+            if tag == _INT_DESC:
+                raw = ~raw & _MASK
+            parts.append(raw - _SIGN)
+        else:
+            raise ValueError(f"bad key tag {tag!r} at byte {position - 1}")
+    return tuple(parts)
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with ``prefix``."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        raise ValueError("prefix has no upper bound")
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])

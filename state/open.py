@@ -1,0 +1,17 @@
+"""Open a ledger store at a directory, as the writer or as a lock-free reader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from state.kv import RocksKV
+from state.store import LedgerStore
+
+
+def open_writer(path: str | Path) -> LedgerStore:
+    return LedgerStore(RocksKV(path))
+
+
+def open_reader(path: str | Path) -> LedgerStore:
+    """A secondary instance: safe while ``run`` or ``serve`` writes the same directory."""
+    return LedgerStore(RocksKV(path, read_only=True))

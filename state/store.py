@@ -1,0 +1,207 @@
+"""The ledger's RocksDB layout, and the reads and atomic writes over it.
+
+Tables (one-byte prefix, then ``state.keys.pack`` parts):
+
+=====  ==========================================================  ==================================
+``V``  tenant, edge_id                                             the edge version
+``A``  tenant, node, rel, ``o``/``i``, other node, edge_id          the version (adjacency, both ends)
+``T``  tenant, tx, edge_id, ``a``/``c``                             versions appended/closed, tx order
+``O``  tenant, origin, edge_id                                      remainders of one asserted fact
+``S``  tenant, system, record, version, edge_id                     versions by source (revoke_source)
+``E``  tenant, entity_id                                            entity (type, latest name)
+``N``  tenant, normalised alias, entity_id                          tx the alias was recorded
+``P``  tenant, system, record                                       the record's current claims
+``I``  tenant, event_id                                             outcome (idempotent re-delivery)
+``K``  tenant, tx, correction_id                                    correction event
+``R``  tenant, review_id                                            review item
+``D``  tx, sequence                                                 dead letter
+``X``  tenant, trace_id / ``Y`` tenant, edge_id, trace_id           traces and their edge index
+``H``  tenant, system                                               last heartbeat
+``M``  name                                                         meta: last transaction time
+=====  ==========================================================  ==================================
+
+The out-adjacency doubles as the index of one logical edge's versions: (tenant, src, rel, o, dst).
+A closed version is rewritten with its ``tx_to``; that is the only change a stored version ever
+sees, and the ``edge-versions`` log carries it as a new record rather than an edit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from processors.model import (
+    Correction,
+    DeadLetter,
+    Direction,
+    EdgeVersion,
+    Entity,
+    Heartbeat,
+    LogicalEdge,
+    ReviewItem,
+    Trace,
+)
+from processors.pending import PendingLedger
+from state import codec
+from state.keys import pack, unpack
+from state.kv import OrderedKV
+
+_DIRECTION = {"out": "o", "in": "i"}
+_LAST_TX = b"M" + pack("last_tx")
+_DEAD_LETTER_SEQUENCE = b"M" + pack("dead_letter_seq")
+
+
+class LedgerStore:
+    """Implements ``LedgerReader`` and ``GraphReader`` over an ``OrderedKV``."""
+
+    def __init__(self, kv: OrderedKV) -> None:
+        self.kv = kv
+        raw = kv.get(_LAST_TX)
+        self._last_tx = int(raw) if raw else -(1 << 62)
+        raw_seq = kv.get(_DEAD_LETTER_SEQUENCE)
+        self._dead_letter_seq = int(raw_seq) if raw_seq else 0
+
+    def close(self) -> None:
+        self.kv.close()
+
+    # -- LedgerReader -------------------------------------------------------------------------------------
+    def _scan_versions(self, prefix: bytes) -> list[EdgeVersion]:
+        return [codec.decode_version(value) for _, value in self.kv.scan(prefix)]
+
+    def versions_of(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
+        return self._scan_versions(b"A" + pack(tenant, src, rel, "o", dst))
+
+    def out_versions(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
+        return self._scan_versions(b"A" + pack(tenant, src, rel, "o"))
+
+    def version(self, tenant: str, edge_id: str) -> EdgeVersion | None:
+        raw = self.kv.get(b"V" + pack(tenant, edge_id))
+        return codec.decode_version(raw) if raw else None
+
+    def _versions_by_index(self, prefix: bytes, tenant: str) -> list[EdgeVersion]:
+        found = []
+        for key, _ in self.kv.scan(prefix):
+            edge_id = unpack(key[1:])[-1]
+            version = self.version(tenant, str(edge_id))
+            if version is not None:
+                found.append(version)
+        return found
+
+    def versions_by_origin(self, tenant: str, origin: str) -> list[EdgeVersion]:
+        return self._versions_by_index(b"O" + pack(tenant, origin), tenant)
+
+    def versions_by_source(
+        self, tenant: str, system: str, record: str | None, version: str | None
+    ) -> list[EdgeVersion]:
+        parts: list[str] = [tenant, system]
+        if record is not None:
+            parts.append(record)
+            if version is not None:
+                parts.append(version)
+        found = self._versions_by_index(b"S" + pack(*parts), tenant)
+        if record is None and version is not None:
+            found = [v for v in found if v.source_version == version]
+        return found
+
+    def entity(self, tenant: str, entity_id: str) -> Entity | None:
+        raw = self.kv.get(b"E" + pack(tenant, entity_id))
+        return codec.decode_entity(raw) if raw else None
+
+    def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
+        targets = []
+        for key, value in self.kv.scan(b"N" + pack(tenant, normalised)):
+            if known_at is None or int(value) <= known_at:
+                targets.append(str(unpack(key[1:])[-1]))
+        return targets
+
+    def record_claims(self, tenant: str, system: str, record: str) -> frozenset[LogicalEdge]:
+        raw = self.kv.get(b"P" + pack(tenant, system, record))
+        return codec.decode_claims(raw) if raw else frozenset()
+
+    def event_seen(self, tenant: str, event_id: str) -> bool:
+        return self.kv.get(b"I" + pack(tenant, event_id)) is not None
+
+    def last_tx(self) -> int:
+        return self._last_tx
+
+    # -- GraphReader -----------------------------------------------------------------------------------------
+    def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
+        return self._scan_versions(b"A" + pack(tenant, node, rel, _DIRECTION[direction]))
+
+    def adjacent_any(self, tenant: str, node: str) -> list[EdgeVersion]:
+        """Every version at ``node``, any relationship, both directions (for history and changes)."""
+        return self._scan_versions(b"A" + pack(tenant, node))
+
+    # -- listings ---------------------------------------------------------------------------------------------
+    def corrections(self, tenant: str) -> Iterator[Correction]:
+        for _, value in self.kv.scan(b"K" + pack(tenant)):
+            yield codec.decode_correction(value)
+
+    def review_items(self, tenant: str) -> Iterator[ReviewItem]:
+        for _, value in self.kv.scan(b"R" + pack(tenant)):
+            yield codec.decode_review(value)
+
+    def dead_letters(self) -> Iterator[DeadLetter]:
+        for _, value in self.kv.scan(b"D"):
+            yield codec.decode_dead_letter(value)
+
+    def traces(self, tenant: str) -> Iterator[Trace]:
+        for _, value in self.kv.scan(b"X" + pack(tenant)):
+            yield codec.decode_trace(value)
+
+    def heartbeats(self, tenant: str) -> Iterator[Heartbeat]:
+        for _, value in self.kv.scan(b"H" + pack(tenant)):
+            yield codec.decode_heartbeat(value)
+
+    def versions_in_tx_order(self, tenant: str) -> Iterator[tuple[int, str, str]]:
+        """(tx, edge_id, 'appended'|'closed') in transaction-time order."""
+        for key, _ in self.kv.scan(b"T" + pack(tenant)):
+            _, tx, edge_id, what = unpack(key[1:])
+            yield int(tx), str(edge_id), "appended" if what == "a" else "closed"
+
+    # -- the one atomic write -----------------------------------------------------------------------------------
+    def commit(self, pending: PendingLedger, extra_puts: list[tuple[bytes, bytes]] = ()) -> None:
+        """Write everything a batch of events did, with their event ids, in one WriteBatch."""
+        puts: list[tuple[bytes, bytes]] = list(extra_puts)
+        for version, is_new, closed_now in pending.final_versions():
+            tenant, edge_id = version.tenant, version.edge_id
+            value = codec.encode_version(version)
+            puts.append((b"V" + pack(tenant, edge_id), value))
+            puts.append((b"A" + pack(tenant, version.src, version.rel, "o", version.dst, edge_id), value))
+            puts.append((b"A" + pack(tenant, version.dst, version.rel, "i", version.src, edge_id), value))
+            if is_new:
+                puts.append((b"T" + pack(tenant, version.tx_from, edge_id, "a"), b""))
+                puts.append((b"O" + pack(tenant, version.origin, edge_id), b""))
+                puts.append((b"S" + pack(tenant, version.authority, version.source_record or "",
+                                         version.source_version or "", edge_id), b""))
+            if closed_now and version.tx_to is not None:
+                puts.append((b"T" + pack(tenant, version.tx_to, edge_id, "c"), b""))
+        for entity in pending.entities.values():
+            puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
+        for alias in pending.aliases:
+            puts.append((b"N" + pack(alias.tenant, alias.normalised, alias.entity_id), str(alias.tx_from).encode()))
+        for (tenant, system, record), claims in pending.claims.items():
+            puts.append((b"P" + pack(tenant, system, record), codec.encode_claims(claims)))
+        for (tenant, event_id), outcome in pending.seen.items():
+            puts.append((b"I" + pack(tenant, event_id), outcome.encode()))
+        for correction in pending.corrections:
+            puts.append((b"K" + pack(correction.tenant, correction.tx_at, correction.correction_id),
+                         codec.encode_record(correction)))
+        for item in pending.review_items:
+            puts.append((b"R" + pack(item.tenant, item.review_id), codec.encode_record(item)))
+        for letter in pending.dead_letters:
+            self._dead_letter_seq += 1
+            puts.append((b"D" + pack(letter.tx_at, self._dead_letter_seq), codec.encode_record(letter)))
+        for trace in pending.traces:
+            puts.append((b"X" + pack(trace.tenant, trace.trace_id), codec.encode_record(trace)))
+            for edge_id in trace.edge_ids or ():
+                puts.append((b"Y" + pack(trace.tenant, edge_id, trace.trace_id), b""))
+        for beat in pending.heartbeats:
+            puts.append((b"H" + pack(beat.tenant, beat.system), codec.encode_record(beat)))
+        last_tx = pending.last_tx()
+        if last_tx > self._last_tx:
+            puts.append((_LAST_TX, str(last_tx).encode()))
+        if pending.dead_letters:
+            puts.append((_DEAD_LETTER_SEQUENCE, str(self._dead_letter_seq).encode()))
+        self.kv.write(puts)
+        self._last_tx = max(self._last_tx, last_tx)
+
