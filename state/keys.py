@@ -1,7 +1,9 @@
 """Order-preserving key encoding: byte order of encoded keys equals tuple order of their parts.
 
-- ``str``: UTF-8 with each NUL byte escaped as ``00 FF`` and terminated by ``00``, so a shorter
-  string sorts first and no id can spill into the next component during a prefix scan.
+- ``str``: UTF-8 with each NUL byte escaped as ``00 FF`` and terminated by ``00 01``. A shorter
+  string sorts first, and because a ``00`` inside the text is always followed by ``FF`` the
+  terminator cannot occur inside it: the encoding of one id is never a prefix of another's, so
+  a prefix scan for ``a`` cannot return ``a\x00``.
 - ``int``: 8 bytes big-endian with the sign bit flipped, so negative (pre-1970) times sort before
   positive ones. ``newest_first`` inverts those bytes for descending scans.
 Each part carries a one-byte type tag, so tuples of mixed shape can never collide.
@@ -23,7 +25,7 @@ class Descending(int):
 
 
 def encode_str(value: str) -> bytes:
-    return _STR + value.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00"
+    return _STR + value.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
 
 
 def encode_int(value: int) -> bytes:
@@ -63,7 +65,7 @@ def unpack(data: bytes) -> tuple[str | int, ...]:
                         buffer.append(0)
                         position += 2
                         continue
-                    position += 1
+                    position += 2
                     break
                 buffer.append(byte)
                 position += 1

@@ -38,7 +38,8 @@ class MemoryKV:
         return self._data.get(key)
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        for key in self._data.irange(prefix, prefix_end(prefix), inclusive=(True, False)):
+        upper = prefix_end(prefix) if prefix.rstrip(b"\xff") else None
+        for key in self._data.irange(prefix, upper, inclusive=(True, False)):
             yield key, self._data[key]
 
     def write(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes] = ()) -> None:

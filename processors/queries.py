@@ -1,0 +1,351 @@
+"""Named, parameterised traversals and the contract's result shape.
+
+Every query takes a tenant and both clocks: ``valid_at`` (when in the world) and ``known_at``
+(as the ledger believed at that transaction time). The anchor is resolved as of ``known_at``
+too, so an as-known query sees the identities of its time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from processors.identity import entity_type_of, normalise_name
+from processors.model import Direction, EdgeVersion
+from processors.ports import GraphReader
+from processors.traversal import Limits, Path, Plan, PlanRefused, Step, Traversal, traverse
+from schemas.ontology import Ontology
+from schemas.results import (
+    AnchorOut,
+    Change,
+    Counts,
+    Coverage,
+    EdgeVersionOut,
+    FrontierNode,
+    HistoryResult,
+    PathOut,
+    QueryOut,
+    QueryResult,
+    ResultEntity,
+    SourceOut,
+)
+from schemas.times import format_micros
+
+QUERY_NAMES = ("owners-of", "dependents-of", "approvals-required-for", "changed-between", "neighbourhood",
+               "traverse")
+
+
+def estimate_tokens(text: str) -> int:
+    """Evidence tokens are estimated as one per four characters, rounded up (a common rule of thumb)."""
+    return math.ceil(len(text) / 4)
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    name: str
+    tenant: str
+    entity: str
+    valid_at: int
+    known_at: int
+    limits: Limits = field(default_factory=Limits)
+    depth: int = 1
+    edges: tuple[tuple[str, Direction], ...] = ()
+    node_types: frozenset[str] | None = None
+    changed_from: int | None = None
+    changed_to: int | None = None
+    axis: Literal["valid", "tx"] = "valid"
+
+    def params(self) -> dict[str, object]:
+        params: dict[str, object] = {}
+        if self.name in ("dependents-of", "approvals-required-for", "neighbourhood"):
+            params["depth"] = self.depth
+        if self.name == "traverse":
+            params["edges"] = [f"{rel}:{d}" for rel, d in self.edges]
+        if self.node_types:
+            params["node_types"] = sorted(self.node_types)
+        if self.name == "changed-between":
+            params.update(
+                {"from": format_micros(self.changed_from), "to": format_micros(self.changed_to), "axis": self.axis}
+            )
+        return params
+
+
+def parse_edge_allowlist(text: str) -> tuple[tuple[str, Direction], ...]:
+    """``depends_on:in,owned_by:out`` -> ((depends_on, in), (owned_by, out)); a bare rel means both ways."""
+    allowed: list[tuple[str, Direction]] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        rel, _, direction = item.partition(":")
+        if direction in ("", "both"):
+            allowed += [(rel, "out"), (rel, "in")]
+        elif direction in ("out", "in"):
+            allowed.append((rel, direction))  # type: ignore[arg-type]
+        else:
+            raise ValueError(f"edge {item!r}: direction must be 'out', 'in' or 'both'")
+    if not allowed:
+        raise ValueError("--edges needs at least one relationship, e.g. depends_on:in,owned_by:out")
+    return tuple(allowed)
+
+
+def plan_for(request: QueryRequest, ontology: Ontology) -> Plan:
+    name = request.name
+    if request.depth < 1:
+        raise PlanRefused("depth must be at least 1")
+    if name == "owners-of":
+        return Plan(name, (Step((("owned_by", "out"),)),), request.node_types)
+    if name == "dependents-of":
+        return Plan(name, (Step((("depends_on", "in"),), 1, request.depth),), request.node_types)
+    if name == "approvals-required-for":
+        return Plan(
+            name,
+            (
+                Step((("depends_on", "in"),), 1, request.depth),
+                Step((("owned_by", "out"),)),
+                Step((("governed_by", "out"),)),
+                Step((("requires", "out"),)),
+            ),
+        )
+    if name == "neighbourhood":
+        every = tuple((rel, d) for rel in ontology.relationships for d in ("out", "in"))
+        return Plan(name, (Step(every, 1, request.depth),), request.node_types)
+    if name == "traverse":
+        if not request.edges:
+            raise PlanRefused("traverse needs --edges, e.g. depends_on:in,owned_by:out")
+        unknown = sorted({rel for rel, _ in request.edges} - set(ontology.relationships))
+        if unknown:
+            raise PlanRefused(f"unknown relationship(s) in --edges: {', '.join(unknown)}")
+        return Plan(name, (Step(request.edges, 1, request.limits.max_depth),), request.node_types)
+    raise PlanRefused(f"unknown query {name!r}; one of: {', '.join(QUERY_NAMES)}")
+
+
+# -- anchor resolution -----------------------------------------------------------------------------------
+def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int) -> AnchorOut:
+    """Identifier first, then the alias table (optionally ``Type:name``), as of ``known_at``."""
+    entity = reader.entity(tenant, text)
+    if entity is not None and entity.first_tx <= known_at:
+        return AnchorOut(input=text, entity=text, resolution="identifier")
+    wanted_type, _, rest = text.partition(":")
+    if rest and reader.entity(tenant, text) is None and wanted_type[:1].isupper():
+        candidates = [e for e in reader.alias_targets(tenant, normalise_name(rest), known_at)
+                      if entity_type_of(e) == wanted_type]
+    else:
+        candidates = reader.alias_targets(tenant, normalise_name(text), known_at)
+    if len(candidates) == 1:
+        return AnchorOut(input=text, entity=candidates[0], resolution="alias")
+    if candidates:
+        return AnchorOut(input=text, entity=None, resolution="ambiguous", candidates=sorted(candidates))
+    return AnchorOut(input=text, entity=None, resolution="unresolved")
+
+
+# -- assembly ---------------------------------------------------------------------------------------------
+def edge_out(version: EdgeVersion, known_at: int | None = None, evidence: bool = True) -> EdgeVersionOut:
+    """The contract's edge shape; ``known_at`` hides a closing that happened after it."""
+    tx_to = version.tx_to
+    if known_at is not None and tx_to is not None and tx_to > known_at:
+        tx_to = None
+    return EdgeVersionOut(
+        edge_id=version.edge_id,
+        tenant=version.tenant,
+        src=version.src,
+        rel=version.rel,
+        dst=version.dst,
+        valid_from=format_micros(version.valid_from),
+        valid_to=format_micros(version.valid_to),
+        tx_from=format_micros(version.tx_from) or "",
+        tx_to=format_micros(tx_to),
+        source=SourceOut(system=version.authority, record=version.source_record, version=version.source_version),
+        evidence=version.evidence if evidence else None,
+        evidence_omitted=not evidence,
+        confidence=version.confidence,
+        origin=version.origin,
+        supersedes=list(version.supersedes),
+        event_id=version.event_id,
+        detected_at=format_micros(version.detected_at),
+        phrase=version.phrase,
+    )
+
+
+StaleSources = Callable[[str, frozenset[str]], list[str]]
+"""(tenant, relationships the query reads) -> stale source systems they depend on."""
+
+
+def no_stale_sources(tenant: str, relationships: frozenset[str]) -> list[str]:
+    return []
+
+
+@dataclass
+class QueryEngine:
+    reader: GraphReader
+    ontology: Ontology
+    stale_sources: StaleSources = no_stale_sources
+
+    def run(self, request: QueryRequest) -> QueryResult:
+        result, _ = self.run_with_read_set(request)
+        return result
+
+    def run_with_read_set(self, request: QueryRequest) -> tuple[QueryResult, set[tuple[str, str, Direction]]]:
+        if not request.tenant:
+            raise PlanRefused("a query needs a tenant; there is no default tenant")
+        plan = None if request.name == "changed-between" else plan_for(request, self.ontology)
+        anchor = resolve_anchor(self.reader, request.tenant, request.entity, request.known_at)
+        result = QueryResult(
+            query=QueryOut(name=request.name, tenant=request.tenant, entity=request.entity,
+                           limits=_limits_dict(request.limits), params=request.params()),
+            valid_at=format_micros(request.valid_at) or "",
+            known_at=format_micros(request.known_at) or "",
+            anchor=anchor,
+            disposition="unknown",
+        )
+        read_set: set[tuple[str, str, Direction]] = set()
+        if anchor.resolution == "ambiguous":
+            result.disposition = "ambiguous"
+            result.coverage.note = "the anchor names several entities; pick one of the candidates"
+            return result, read_set
+        if anchor.entity is None:
+            result.coverage.note = (
+                "the anchor did not resolve to a known entity as of known_at: the answer is unknown, not none"
+            )
+            return result, read_set
+        if plan is None:
+            walk = self._changed_between(request, anchor.entity, result)
+            relationships = frozenset(self.ontology.relationships)
+        else:
+            walk = traverse(self.reader, request.tenant, anchor.entity, plan, request.limits,
+                            request.valid_at, request.known_at)
+            relationships = plan.relationships
+        read_set = walk.read_set
+        self._fill(result, walk, request)
+        stale = self.stale_sources(request.tenant, relationships)
+        result.coverage.stale_sources = stale
+        result.disposition, result.coverage.note = _disposition(bool(result.results), walk.truncated, stale)
+        return result, read_set
+
+    def _fill(self, result: QueryResult, walk: Traversal, request: QueryRequest) -> None:
+        tokens = 0
+        for edge_id, version in walk.edges.items():
+            cost = estimate_tokens(version.evidence)
+            admit = tokens + cost <= request.limits.max_evidence_tokens
+            if admit:
+                tokens += cost
+            else:
+                walk.hit("max_evidence_tokens")
+            out = edge_out(version, request.known_at, evidence=admit)
+            out.corroborated_by = walk.corroborating.get(edge_id, [])
+            result.edges[edge_id] = out
+        answers: dict[str, None] = {}
+        for path in walk.paths:
+            result.paths.append(PathOut(nodes=list(path.nodes), edges=list(path.edges)))
+            answers.setdefault(path.nodes[-1], None)
+        for entity_id in answers:
+            entity = self.reader.entity(request.tenant, entity_id)
+            result.results.append(
+                ResultEntity(entity=entity_id, type=entity_type_of(entity_id), name=entity.name if entity else None)
+            )
+        result.truncated = walk.truncated
+        result.limits_hit = list(walk.limits_hit)
+        result.frontier = [FrontierNode(node=n, depth=d, reason=r) for n, d, r in walk.frontier]
+        nodes = {node for path in walk.paths for node in path.nodes}
+        result.counts = Counts(edges_read=walk.edges_read, edges_unique=len(walk.edges),
+                               nodes_unique=len(nodes), paths=len(walk.paths), results=len(answers))
+
+    def _changed_between(self, request: QueryRequest, anchor: str, result: QueryResult) -> Traversal:
+        """Edges at the anchor that started or ended in [from, to) in valid time (as known at
+        ``known_at``), or, with ``axis='tx'``, that the ledger appended or closed in that window."""
+        start = request.changed_from
+        end = request.changed_to if request.changed_to is not None else request.known_at
+        if start is None:
+            raise PlanRefused("changed-between needs --from")
+
+        def within(instant: int | None) -> bool:
+            return instant is not None and start <= instant < end
+
+        walk = Traversal()
+        changes: list[Change] = []
+        for rel in self.ontology.relationships:
+            for direction in ("out", "in"):
+                walk.read_set.add((anchor, rel, direction))
+                for version in self.reader.adjacent(request.tenant, anchor, rel, direction):
+                    walk.edges_read += 1
+                    found = _changes_of(version, request, within)
+                    if not found:
+                        continue
+                    if len(walk.paths) >= request.limits.max_paths:
+                        walk.hit("max_paths")
+                        walk.frontier.append((anchor, 0, "max_paths"))
+                        result.changes = changes
+                        return walk
+                    changes.extend(found)
+                    other = version.dst if direction == "out" else version.src
+                    walk.edges[version.edge_id] = version
+                    walk.paths.append(_single(anchor, other, version.edge_id))
+        changes.sort(key=lambda c: (c.at or "", c.edge_id))
+        result.changes = changes
+        return walk
+
+    def history(self, tenant: str, entity: str, known_at: int, valid_at: int | None, rel: str | None,
+                adjacent_any: Callable[[str, str], Iterable[EdgeVersion]]) -> HistoryResult:
+        if not tenant:
+            raise PlanRefused("history needs a tenant; there is no default tenant")
+        anchor = resolve_anchor(self.reader, tenant, entity, known_at)
+        versions: list[EdgeVersion] = []
+        if anchor.entity is not None:
+            seen: set[str] = set()
+            for version in adjacent_any(tenant, anchor.entity):
+                if version.edge_id in seen or version.tx_from > known_at:
+                    continue
+                if rel is not None and version.rel != rel:
+                    continue
+                if valid_at is not None and not version.valid_at(valid_at):
+                    continue
+                seen.add(version.edge_id)
+                versions.append(version)
+        versions.sort(key=lambda v: (v.src, v.rel, v.dst, v.tx_from, v.valid_from or -(1 << 62), v.edge_id))
+        return HistoryResult(
+            tenant=tenant, entity=entity, anchor=anchor, known_at=format_micros(known_at) or "",
+            valid_at=format_micros(valid_at), rel=rel, versions=[edge_out(v, known_at) for v in versions],
+        )
+
+
+def _single(anchor: str, other: str, edge_id: str) -> Path:
+    return Path((anchor, other), (edge_id,))
+
+
+def _changes_of(version: EdgeVersion, request: QueryRequest, within: Callable[[int | None], bool]) -> list[Change]:
+    if request.axis == "tx":
+        found = []
+        if version.tx_from <= request.known_at and within(version.tx_from):
+            found.append(Change(edge_id=version.edge_id, change="appended", at=format_micros(version.tx_from)))
+        if version.tx_to is not None and version.tx_to <= request.known_at and within(version.tx_to):
+            found.append(Change(edge_id=version.edge_id, change="closed", at=format_micros(version.tx_to)))
+        return found
+    if not version.known_at(request.known_at):
+        return []
+    found = []
+    if within(version.valid_from):
+        found.append(Change(edge_id=version.edge_id, change="started", at=format_micros(version.valid_from)))
+    if within(version.valid_to):
+        found.append(Change(edge_id=version.edge_id, change="ended", at=format_micros(version.valid_to)))
+    return found
+
+
+def _disposition(has_results: bool, truncated: bool, stale: list[str]) -> tuple[str, str]:
+    if has_results:
+        notes = []
+        if truncated:
+            notes.append("a ceiling was hit: there may be more answers beyond the frontier")
+        if stale:
+            notes.append(f"depends on stale source(s) {', '.join(stale)}: answers may be out of date")
+        return "answer", "; ".join(notes) or "complete within the stated limits"
+    if truncated:
+        return "unknown", "nothing found before a ceiling was hit: the answer is unknown, not none"
+    if stale:
+        return "unknown", f"nothing found, but source(s) {', '.join(stale)} are stale: unknown, not none"
+    return "none", "the anchor resolved, nothing was truncated and the sources are fresh: there is none"
+
+
+def _limits_dict(limits: Limits) -> dict[str, int]:
+    return {name: getattr(limits, name) for name in limits.__dataclass_fields__}

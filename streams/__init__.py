@@ -1,0 +1,1 @@
+"""I/O: Kafka wiring, the embedded broker, feed files, the CLI and the HTTP API."""

@@ -1,0 +1,261 @@
+"""The `edgeledger` command line. Errors are one clear line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+
+from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edge_allowlist
+from processors.traversal import Limits, PlanRefused
+from schemas.ontology import default_ontology, load_ontology
+from schemas.results import CorrectionOut
+from schemas.times import format_micros, parse_micros
+from state.open import open_reader
+from streams import render
+from streams.ledger_files import load_into, wall_clock_micros
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help=(
+        "edgeledger keeps a knowledge graph bi-temporally: valid time (when a fact held in the world) "
+        "and transaction time (when the ledger believed it), and answers bounded relationship "
+        "questions as of any pair of the two.\n\n"
+        "Start with `edgeledger demo`, then try `edgeledger query owners-of --state demo-state "
+        "--tenant acme --entity 'settlement connector'`."
+    ),
+)
+review_app = typer.Typer(no_args_is_help=True, help="The review queue: parked events and flagged conflicts.")
+traces_app = typer.Typer(no_args_is_help=True, help="Recorded agent answers (traces).")
+app.add_typer(review_app, name="review")
+app.add_typer(traces_app, name="traces")
+
+StateDir = Annotated[Path, typer.Option("--state", help="Ledger state directory (RocksDB).")]
+Tenant = Annotated[str, typer.Option("--tenant", help="Tenant to read; required, there is no default.")]
+Entity = Annotated[str, typer.Option("--entity", help="Canonical id (Type:system-id), an alias, or Type:name.")]
+ValidAt = Annotated[str | None, typer.Option("--valid-at", help="When in the world (ISO-8601). Default: now.")]
+KnownAt = Annotated[
+    str | None, typer.Option("--known-at", help="As the ledger believed at this time (ISO-8601). Default: now.")
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the contract's JSON instead of text.")]
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line."""
+
+
+def _instant(text: str | None, flag: str) -> int:
+    if text is None:
+        return wall_clock_micros()
+    try:
+        return parse_micros(text)
+    except ValueError as error:
+        raise CliError(f"{flag}: {error}") from None
+
+
+def _emit(data: object) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+@app.command()
+def load(
+    files: Annotated[list[Path], typer.Argument(help="JSONL event files, one event per line.")],
+    state: StateDir,
+    simulated_clock: Annotated[
+        bool, typer.Option("--simulated-clock", help="Accept `clock` events (tests and deterministic backfills).")
+    ] = False,
+    ontology: Annotated[Path | None, typer.Option("--ontology", help="Replace the default ontology.")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Events per atomic write.")] = 2000,
+) -> None:
+    """Apply event files to the ledger in-process (no broker); print one JSON summary."""
+    summary = load_into(state, files, simulated_clock, ontology, batch_size)
+    _emit(summary)
+
+
+@app.command()
+def query(
+    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(QUERY_NAMES)}.")],
+    state: StateDir,
+    tenant: Tenant,
+    entity: Entity,
+    valid_at: ValidAt = None,
+    known_at: KnownAt = None,
+    depth: Annotated[int, typer.Option(help="Hops of depends_on for dependents/approvals/neighbourhood.")] = 1,
+    edges: Annotated[str | None, typer.Option("--edges", help="traverse: rel:out|in|both,...")] = None,
+    types: Annotated[str | None, typer.Option("--types", help="Only enter nodes of these types (comma list).")] = None,
+    changed_from: Annotated[str | None, typer.Option("--from", help="changed-between: window start.")] = None,
+    changed_to: Annotated[str | None, typer.Option("--to", help="changed-between: window end (default known-at).")] = None,
+    axis: Annotated[str, typer.Option(help="changed-between: 'valid' (world) or 'tx' (what we learned).")] = "valid",
+    max_depth: Annotated[int, typer.Option(min=1)] = Limits.max_depth,
+    max_expansions: Annotated[int, typer.Option(min=1, help="Edge records read, before filtering.")] = Limits.max_expansions,
+    max_paths: Annotated[int, typer.Option(min=1)] = Limits.max_paths,
+    max_evidence_tokens: Annotated[int, typer.Option(min=1, help="Evidence admitted; 1 token ~ 4 chars.")] = Limits.max_evidence_tokens,
+    max_degree: Annotated[int, typer.Option(min=1, help="Per-node cap for hubs.")] = Limits.max_degree,
+    as_json: AsJson = False,
+) -> None:
+    """Run a bounded traversal as of --valid-at and --known-at."""
+    if axis not in ("valid", "tx"):
+        raise CliError("--axis must be 'valid' or 'tx'")
+    known = _instant(known_at, "--known-at")
+    request = QueryRequest(
+        name=name,
+        tenant=tenant,
+        entity=entity,
+        valid_at=_instant(valid_at, "--valid-at"),
+        known_at=known,
+        limits=Limits(max_depth, max_expansions, max_paths, max_evidence_tokens, max_degree),
+        depth=depth,
+        edges=parse_edge_allowlist(edges) if edges else (),
+        node_types=frozenset(t.strip() for t in types.split(",")) if types else None,
+        changed_from=_instant(changed_from, "--from") if changed_from else None,
+        changed_to=_instant(changed_to, "--to") if changed_to else None,
+        axis=axis,  # type: ignore[arg-type]
+    )
+    store = open_reader(state)
+    try:
+        result = QueryEngine(store, default_ontology()).run(request)
+    finally:
+        store.close()
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        sys.stdout.write(render.query_text(result))
+
+
+@app.command()
+def history(
+    state: StateDir,
+    tenant: Tenant,
+    entity: Entity,
+    rel: Annotated[str | None, typer.Option("--rel", help="Only this relationship.")] = None,
+    known_at: KnownAt = None,
+    valid_at: Annotated[str | None, typer.Option("--valid-at", help="Only versions valid at this time.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Every version of every edge at an entity, with both intervals."""
+    store = open_reader(state)
+    try:
+        result = QueryEngine(store, default_ontology()).history(
+            tenant, entity, _instant(known_at, "--known-at"),
+            _instant(valid_at, "--valid-at") if valid_at else None, rel, store.adjacent_any,
+        )
+    finally:
+        store.close()
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        sys.stdout.write(render.history_text(result))
+
+
+@app.command()
+def corrections(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> None:
+    """Correction events: which edge versions a change of belief closed and which it appended."""
+    store = open_reader(state)
+    try:
+        items = [
+            CorrectionOut(
+                correction_id=c.correction_id, tenant=c.tenant, event_id=c.event_id,
+                tx_at=format_micros(c.tx_at) or "", cause=c.cause,
+                old_edge_ids=list(c.old_edge_ids), new_edge_ids=list(c.new_edge_ids),
+            ).model_dump(mode="json")
+            for c in store.corrections(tenant)
+        ]
+    finally:
+        store.close()
+    if as_json:
+        _emit(items)
+        return
+    for item in items:
+        sys.stdout.write(
+            f"{item['tx_at']}  {item['event_id']:<16} {item['cause']:<14} old {', '.join(item['old_edge_ids'])}"
+            f"  ->  new {', '.join(item['new_edge_ids']) or '(none)'}\n"
+        )
+    if not items:
+        sys.stdout.write("no corrections\n")
+
+
+@review_app.command("list")
+def review_list(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> None:
+    """Items waiting for a person: ambiguous entities, parked commands, cardinality conflicts."""
+    store = open_reader(state)
+    try:
+        items = [render.review_dict(item) for item in store.review_items(tenant)]
+    finally:
+        store.close()
+    if as_json:
+        _emit(items)
+        return
+    for item in items:
+        sys.stdout.write(f"{item['review_id']}  {item['tx_at']}  {item['category']:<22} {item['reason']}\n")
+    if not items:
+        sys.stdout.write("the review queue is empty\n")
+
+
+@app.command("dead-letters")
+def dead_letters(state: StateDir, as_json: AsJson = False) -> None:
+    """Events that could not be applied, with the stage and the reason, and the original text."""
+    store = open_reader(state)
+    try:
+        items = [render.dead_letter_dict(d) for d in store.dead_letters()]
+    finally:
+        store.close()
+    if as_json:
+        _emit(items)
+        return
+    for item in items:
+        sys.stdout.write(f"{item['tx_at']}  {item['stage']:<8} {item['reason']}\n    {item['original'][:160]}\n")
+    if not items:
+        sys.stdout.write("no dead letters\n")
+
+
+@app.command()
+def demo(
+    state: Annotated[Path, typer.Option("--state", help="Where to keep the demo ledger.")] = Path("demo-state"),
+) -> None:
+    """Load the bundled CMDB + HR + policy scenario with a late correction and answer the three questions."""
+    from streams.demo import run_demo
+
+    run_demo(state)
+
+
+@app.command("ontology")
+def show_ontology(path: Annotated[Path | None, typer.Option("--ontology")] = None) -> None:
+    """Print the relationship vocabulary: domain, range and cardinality."""
+    ontology = load_ontology(path) if path else default_ontology()
+    sys.stdout.write(json.dumps(ontology.model_dump(mode="json"), indent=2) + "\n")
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as done:
+        raise SystemExit(done.exit_code) from None
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("edgeledger: aborted\n")
+        raise SystemExit(130) from None
+    except Exception as error:
+        sys.stderr.write(f"edgeledger: error: {_describe(error)}\n")
+        raise SystemExit(2) from None
+
+
+def _describe(error: Exception) -> str:
+    import click
+
+    if isinstance(error, click.ClickException):
+        return error.format_message()
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if "lock" in message.lower() and "LOCK" in message:
+        return f"the state directory is locked by another writer ({message})"
+    if isinstance(error, (CliError, PlanRefused, ValueError, FileNotFoundError, PermissionError)):
+        return message
+    return f"{type(error).__name__}: {message}"
+
+
+if __name__ == "__main__":
+    main()

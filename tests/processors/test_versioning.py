@@ -1,0 +1,115 @@
+"""Versioning rules: snapshots, retractions, revocations, cardinality per authority, re-delivery."""
+
+from tests.harness import Ledger
+
+S1, S2, S3 = "Service:cmdb:S1", "Service:cmdb:S2", "Service:cmdb:S3"
+ANA, PLAT, FIN = "Team:hr:T-ANA", "Team:hr:T-PLAT", "Team:hr:T-FIN"
+
+
+def dependencies(ledger: Ledger, src: str, valid_at: str, known_at: str = "2100-01-01") -> set[str]:
+    return {v.dst for v in ledger.versions(src, "depends_on") if v.visible(*_micros(valid_at, known_at))}
+
+
+def _micros(*texts: str) -> tuple[int, ...]:
+    from schemas.times import parse_micros
+
+    return tuple(parse_micros(t) for t in texts)
+
+
+def test_snapshot_retracts_what_the_record_stopped_saying(ledger: Ledger) -> None:
+    ledger.at("2026-01-01T00:00:00Z").change("cmdb", "svc/S1", mode="snapshot").asserts(
+        S1, "depends_on", S2, "2025-01-01").asserts(S1, "depends_on", S3, "2025-01-01").send()
+    ledger.at("2026-03-01T00:00:00Z").change("cmdb", "svc/S1", mode="snapshot",
+                                             detected_at="2026-02-15T00:00:00Z").asserts(
+        S1, "depends_on", S2, "2025-01-01").send()
+    assert dependencies(ledger, S1, "2026-02-01") == {S2, S3}
+    assert dependencies(ledger, S1, "2026-02-20") == {S2}
+    assert dependencies(ledger, S1, "2026-02-20", known_at="2026-02-01") == {S2, S3}
+    assert ledger.counts.corrections == 1
+
+
+def test_restating_the_same_snapshot_changes_nothing(ledger: Ledger) -> None:
+    for _ in range(3):
+        ledger.change("cmdb", "svc/S1", mode="snapshot").asserts(S1, "depends_on", S2, "2025-01-01").send()
+    assert len(ledger.versions(S1, "depends_on")) == 1
+    assert ledger.counts.corrections == 0
+
+
+def test_retraction_closes_valid_time_from_when_it_stopped(ledger: Ledger) -> None:
+    ledger.at("2026-01-01T00:00:00Z").change("cmdb").asserts(S1, "depends_on", S2, "2025-01-01", evidence="e1").send()
+    ledger.at("2026-02-01T00:00:00Z").change("cmdb").retracts(S1, "depends_on", S2, "2025-06-01").send()
+    assert dependencies(ledger, S1, "2025-05-31") == {S2}
+    assert dependencies(ledger, S1, "2025-06-01") == set()
+    (remainder,) = ledger.believed(S1, "depends_on")
+    assert remainder.evidence == "e1"
+
+
+def test_a_source_cannot_retract_what_another_source_asserted(ledger: Ledger) -> None:
+    ledger.change("cmdb").asserts(S1, "depends_on", S2).send()
+    ledger.change("wiki").retracts(S1, "depends_on", S2, None).send()
+    assert dependencies(ledger, S1, "2026-01-01") == {S2}
+
+
+def test_assertion_inside_a_known_interval_splits_it_and_provenance_follows_each_piece(ledger: Ledger) -> None:
+    ledger.change("cmdb", "r1", version="1").asserts(S1, "depends_on", S2, "2025-01-01", evidence="old").send()
+    ledger.change("cmdb", "r1", version="2").asserts(S1, "depends_on", S2, "2025-03-01", "2025-04-01",
+                                                    evidence="new").send()
+    pieces = sorted(ledger.believed(S1, "depends_on"), key=lambda v: v.valid_from)
+    assert [(v.evidence, v.source_version) for v in pieces] == [("old", "1"), ("new", "2"), ("old", "1")]
+    assert pieces[0].valid_to == pieces[1].valid_from and pieces[1].valid_to == pieces[2].valid_from
+
+
+def test_single_valued_relationship_closes_only_the_same_authoritys_value(ledger: Ledger) -> None:
+    ledger.change("cmdb").asserts(S1, "owned_by", ANA, None).send()
+    ledger.change("finance").asserts(S1, "owned_by", FIN, "2026-01-01").send()
+    ledger.change("cmdb").asserts(S1, "owned_by", PLAT, "2026-04-01").send()
+    assert ledger.owners(S1, valid_at="2025-06-01") == {ANA}
+    assert ledger.owners(S1, valid_at="2026-02-01") == {ANA, FIN}
+    assert ledger.owners(S1, valid_at="2026-05-01") == {PLAT, FIN}
+    conflicts = [i for i in ledger.store.review_items("acme") if i.category == "cardinality_conflict"]
+    assert len(conflicts) == 2, "each competing assertion from another source is flagged, never resolved"
+
+
+def test_revoke_closes_the_fact_and_every_remainder_of_it(ledger: Ledger) -> None:
+    ledger.change("cmdb").asserts(S1, "depends_on", S2, "2025-01-01").send()
+    ledger.change("cmdb").asserts(S1, "depends_on", S2, "2025-03-01", "2025-04-01", evidence="x").send()
+    first = next(v for v in ledger.versions(S1, "depends_on") if v.tx_to is not None)
+    ledger.send({"kind": "revoke", "event_id": "rv-1", "tenant": "acme", "edge_id": first.edge_id,
+                 "reason": "bad extraction"})
+    believed = ledger.believed(S1, "depends_on")
+    assert [v.evidence for v in believed] == ["x"], "only the later, independent assertion survives"
+    correction = list(ledger.store.corrections("acme"))[-1]
+    assert correction.cause == "revoke" and correction.new_edge_ids == ()
+
+
+def test_revoke_source_closes_every_edge_of_that_record_version(ledger: Ledger) -> None:
+    ledger.change("cmdb", "svc/S1", version="7").asserts(S1, "depends_on", S2).asserts(S1, "depends_on", S3).send()
+    ledger.change("cmdb", "svc/S9", version="7").asserts(S2, "depends_on", S3).send()
+    ledger.send({"kind": "revoke_source", "event_id": "rs-1", "tenant": "acme",
+                 "source": {"system": "cmdb", "record": "svc/S1", "version": "7"}, "reason": "wrong record"})
+    assert ledger.believed(S1, "depends_on") == []
+    assert len(ledger.believed(S2, "depends_on")) == 1
+
+
+def test_redelivery_is_a_no_op(ledger: Ledger) -> None:
+    event = ledger.change("cmdb", event_id="dup-1").asserts(S1, "depends_on", S2).send()
+    before = list(ledger.kv.scan(b""))
+    ledger.send(event, event)
+    assert ledger.counts.duplicates == 2
+    assert [k for k, _ in ledger.kv.scan(b"")] == [k for k, _ in before]
+
+
+def test_transaction_time_strictly_increases_even_if_the_clock_goes_back(ledger: Ledger) -> None:
+    ledger.at("2026-05-01T00:00:00Z").change("cmdb").asserts(S1, "depends_on", S2).send()
+    ledger.at("2026-01-01T00:00:00Z").change("cmdb").asserts(S1, "depends_on", S3).send()
+    first, second = sorted(ledger.versions(S1, "depends_on"), key=lambda v: v.dst)
+    assert second.tx_from > first.tx_from
+
+
+def test_tenants_are_isolated() -> None:
+    ledger = Ledger()
+    ledger.change("cmdb").asserts(S1, "owned_by", ANA).send()
+    other = Ledger(kv=ledger.kv, tenant="globex")
+    other.change("cmdb").asserts(S1, "owned_by", PLAT).send()
+    assert ledger.owners(S1) == {ANA}
+    assert other.owners(S1) == {PLAT}

@@ -1,0 +1,42 @@
+"""One contract, two ordered stores: the in-memory twin and RocksDB behave the same."""
+
+import pytest
+
+from state.keys import pack
+from state.kv import MemoryKV, RocksKV
+
+
+@pytest.fixture(params=["memory", "rocksdb"])
+def kv(request, tmp_path):
+    store = MemoryKV() if request.param == "memory" else RocksKV(tmp_path / "db")
+    yield store
+    store.close()
+
+
+def test_scan_returns_exactly_the_prefix_in_byte_order(kv) -> None:
+    keys = [pack("t", "a", 2), pack("t", "a", -1), pack("t", "ab", 1), pack("t", "a\x00", 1), pack("u", "a", 1)]
+    kv.write([(k, b"v") for k in keys])
+    assert [k for k, _ in kv.scan(pack("t", "a"))] == [pack("t", "a", -1), pack("t", "a", 2)]
+    assert len(list(kv.scan(pack("t")))) == 4
+
+
+def test_write_applies_puts_and_deletes_together(kv) -> None:
+    kv.write([(b"k1", b"1"), (b"k2", b"2")])
+    kv.write([(b"k3", b"3")], [b"k1"])
+    assert [k for k, _ in kv.scan(b"k")] == [b"k2", b"k3"]
+    assert kv.get(b"k1") is None and kv.get(b"k3") == b"3"
+
+
+def test_rocksdb_reader_does_not_take_the_writers_lock(tmp_path) -> None:
+    writer = RocksKV(tmp_path / "db")
+    writer.write([(b"a", b"1")])
+    reader = RocksKV(tmp_path / "db", read_only=True)
+    assert reader.get(b"a") == b"1"
+    writer.write([(b"b", b"2")])
+    reader.close()
+    writer.close()
+
+
+def test_reader_of_a_missing_directory_says_so(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="edgeledger load"):
+        RocksKV(tmp_path / "nothing", read_only=True)

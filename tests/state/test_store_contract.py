@@ -1,0 +1,31 @@
+"""The ledger store over both backends passes the same scenario, and survives a reopen."""
+
+import pytest
+
+from state.kv import MemoryKV, RocksKV
+from tests.harness import Ledger
+from tests.processors.test_late_correction import ANALYTICS, CONNECTOR, PLATFORM, late_correction
+
+
+@pytest.fixture(params=["memory", "rocksdb"])
+def backend(request, tmp_path):
+    return (lambda: MemoryKV()) if request.param == "memory" else (lambda: RocksKV(tmp_path / "db"))
+
+
+def test_same_answers_on_every_backend(backend) -> None:
+    ledger = late_correction(Ledger(kv=backend()))
+    assert ledger.owners(CONNECTOR, valid_at="2026-04-22", known_at="2026-04-22") == {ANALYTICS}
+    assert ledger.owners(CONNECTOR, valid_at="2026-04-22") == {PLATFORM}
+    assert [t[2] for t in ledger.store.versions_in_tx_order("acme")] == ["appended", "appended", "appended",
+                                                                          "closed"]
+
+
+def test_state_and_clock_survive_reopening(tmp_path) -> None:
+    ledger = late_correction(Ledger(kv=RocksKV(tmp_path / "db")))
+    last_tx = ledger.store.last_tx()
+    ledger.store.close()
+    reopened = Ledger(kv=RocksKV(tmp_path / "db"))
+    assert reopened.store.last_tx() == last_tx
+    assert reopened.owners(CONNECTOR) == {PLATFORM}
+    reopened.send(*ledger.lines)
+    assert reopened.counts.duplicates == 2, "event ids are remembered across restarts"
