@@ -22,7 +22,7 @@ ResolutionKind = Literal["identifier", "alias", "new", "ambiguous"]
 
 
 def normalise_name(name: str) -> str:
-    """Case-fold, turn punctuation into spaces, collapse white space: 'Settlement-Connector ' -> 'settlement connector'."""
+    """Case-fold, punctuation to spaces, collapse white space: 'Settlement-Connector ' -> 'settlement connector'."""
     return " ".join(_NOT_WORD.sub(" ", name.casefold()).split())
 
 

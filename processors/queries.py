@@ -21,7 +21,6 @@ from schemas.results import (
     AnchorOut,
     Change,
     Counts,
-    Coverage,
     EdgeVersionOut,
     FrontierNode,
     HistoryResult,

@@ -5,7 +5,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 =====  ==========================================================  ==================================
 ``V``  tenant, edge_id                                             the edge version
 ``A``  tenant, node, rel, ``o``/``i``, other node, edge_id          the version (adjacency, both ends)
-``T``  tenant, tx, edge_id, ``a``/``c``                             versions appended/closed, tx order
+``T``  tenant, tx, ``a``/``c``, edge_id                             versions appended/closed, tx order
 ``O``  tenant, origin, edge_id                                      remainders of one asserted fact
 ``S``  tenant, system, record, version, edge_id                     versions by source (revoke_source)
 ``E``  tenant, entity_id                                            entity (type, latest name)
@@ -155,7 +155,7 @@ class LedgerStore:
     def versions_in_tx_order(self, tenant: str) -> Iterator[tuple[int, str, str]]:
         """(tx, edge_id, 'appended'|'closed') in transaction-time order."""
         for key, _ in self.kv.scan(b"T" + pack(tenant)):
-            _, tx, edge_id, what = unpack(key[1:])
+            _, tx, what, edge_id = unpack(key[1:])
             yield int(tx), str(edge_id), "appended" if what == "a" else "closed"
 
     # -- the one atomic write -----------------------------------------------------------------------------------
@@ -169,12 +169,12 @@ class LedgerStore:
             puts.append((b"A" + pack(tenant, version.src, version.rel, "o", version.dst, edge_id), value))
             puts.append((b"A" + pack(tenant, version.dst, version.rel, "i", version.src, edge_id), value))
             if is_new:
-                puts.append((b"T" + pack(tenant, version.tx_from, edge_id, "a"), b""))
+                puts.append((b"T" + pack(tenant, version.tx_from, "a", edge_id), b""))
                 puts.append((b"O" + pack(tenant, version.origin, edge_id), b""))
                 puts.append((b"S" + pack(tenant, version.authority, version.source_record or "",
                                          version.source_version or "", edge_id), b""))
             if closed_now and version.tx_to is not None:
-                puts.append((b"T" + pack(tenant, version.tx_to, edge_id, "c"), b""))
+                puts.append((b"T" + pack(tenant, version.tx_to, "c", edge_id), b""))
         for entity in pending.entities.values():
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
         for alias in pending.aliases:

@@ -31,6 +31,7 @@ app = typer.Typer(
         "--tenant acme --entity 'settlement connector'`."
     ),
 )
+DEFAULTS = Limits()
 review_app = typer.Typer(no_args_is_help=True, help="The review queue: parked events and flagged conflicts.")
 traces_app = typer.Typer(no_args_is_help=True, help="Recorded agent answers (traces).")
 app.add_typer(review_app, name="review")
@@ -90,13 +91,13 @@ def query(
     edges: Annotated[str | None, typer.Option("--edges", help="traverse: rel:out|in|both,...")] = None,
     types: Annotated[str | None, typer.Option("--types", help="Only enter nodes of these types (comma list).")] = None,
     changed_from: Annotated[str | None, typer.Option("--from", help="changed-between: window start.")] = None,
-    changed_to: Annotated[str | None, typer.Option("--to", help="changed-between: window end (default known-at).")] = None,
+    changed_to: Annotated[str | None, typer.Option("--to", help="changed-between: window end.")] = None,
     axis: Annotated[str, typer.Option(help="changed-between: 'valid' (world) or 'tx' (what we learned).")] = "valid",
-    max_depth: Annotated[int, typer.Option(min=1)] = Limits.max_depth,
-    max_expansions: Annotated[int, typer.Option(min=1, help="Edge records read, before filtering.")] = Limits.max_expansions,
-    max_paths: Annotated[int, typer.Option(min=1)] = Limits.max_paths,
-    max_evidence_tokens: Annotated[int, typer.Option(min=1, help="Evidence admitted; 1 token ~ 4 chars.")] = Limits.max_evidence_tokens,
-    max_degree: Annotated[int, typer.Option(min=1, help="Per-node cap for hubs.")] = Limits.max_degree,
+    max_depth: Annotated[int, typer.Option(min=1)] = DEFAULTS.max_depth,
+    max_expansions: Annotated[int, typer.Option(min=1, help="Edge records read.")] = DEFAULTS.max_expansions,
+    max_paths: Annotated[int, typer.Option(min=1)] = DEFAULTS.max_paths,
+    max_evidence_tokens: Annotated[int, typer.Option(min=1, help="1 token ~ 4 chars.")] = DEFAULTS.max_evidence_tokens,
+    max_degree: Annotated[int, typer.Option(min=1, help="Per-node cap for hubs.")] = DEFAULTS.max_degree,
     as_json: AsJson = False,
 ) -> None:
     """Run a bounded traversal as of --valid-at and --known-at."""
@@ -245,10 +246,9 @@ def main() -> None:
 
 
 def _describe(error: Exception) -> str:
-    import click
-
-    if isinstance(error, click.ClickException):
-        return error.format_message()
+    format_message = getattr(error, "format_message", None)
+    if callable(format_message):
+        return f"{format_message()} (see --help)"
     message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if "lock" in message.lower() and "LOCK" in message:
         return f"the state directory is locked by another writer ({message})"

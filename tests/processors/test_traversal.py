@@ -1,0 +1,132 @@
+"""Bounded traversals: ceilings, truncation with a frontier, honest dispositions, counts."""
+
+import pytest
+
+from processors.queries import QueryEngine, QueryRequest
+from processors.traversal import Limits, PlanRefused
+from schemas.ontology import default_ontology
+from tests.harness import Ledger
+
+CONNECTOR = "Component:cmdb:CI0042"
+REPORTS, ETL, DASH = "Service:cmdb:S1", "Service:cmdb:S2", "Service:cmdb:S3"
+ANA, PLAT = "Team:hr:T-ANA", "Team:hr:T-PLAT"
+OWNER, RISK, CHANGE = "ApprovalRole:role:owner", "ApprovalRole:role:risk", "ApprovalRole:role:change"
+
+
+@pytest.fixture
+def chapter_graph(ledger: Ledger) -> Ledger:
+    """The worked example: 3 services on the connector, 2 owning teams, 2 policies, 3 roles."""
+    change = ledger.at("2026-03-01T00:00:00Z").change("cmdb")
+    for service, team in ((REPORTS, ANA), (DASH, ANA), (ETL, PLAT)):
+        change.asserts(service, "depends_on", CONNECTOR, evidence=f"{service} uses the connector")
+        change.asserts(service, "owned_by", team)
+    change.send()
+    policy = ledger.change("policy")
+    policy.asserts(ANA, "governed_by", "Policy:pol:A").asserts(PLAT, "governed_by", "Policy:pol:B")
+    for role in (OWNER, RISK):
+        policy.asserts("Policy:pol:A", "requires", role)
+    for role in (OWNER, CHANGE, RISK):
+        policy.asserts("Policy:pol:B", "requires", role)
+    policy.send()
+    return ledger
+
+
+def test_approvals_count_distinct_roles_with_every_path(chapter_graph: Ledger) -> None:
+    result = chapter_graph.query("approvals-required-for", CONNECTOR)
+    assert {r.entity for r in result.results} == {OWNER, RISK, CHANGE}
+    assert len(result.paths) == 7, "seven service-to-role paths, as in the worked example"
+    assert result.counts.edges_unique == 13
+    assert result.counts.nodes_unique == 11
+    assert all(edge_id in result.edges for path in result.paths for edge_id in path.edges)
+    assert result.disposition == "answer" and not result.truncated
+
+
+def test_dependents_of_with_depth(ledger: Ledger) -> None:
+    ledger.change("cmdb").asserts(REPORTS, "depends_on", CONNECTOR).asserts(DASH, "depends_on", REPORTS).send()
+    assert {r.entity for r in ledger.query("dependents-of", CONNECTOR).results} == {REPORTS}
+    assert {r.entity for r in ledger.query("dependents-of", CONNECTOR, depth=2).results} == {REPORTS, DASH}
+
+
+def test_max_expansions_truncates_with_a_frontier_and_never_says_none(chapter_graph: Ledger) -> None:
+    result = chapter_graph.query("approvals-required-for", CONNECTOR, limits=Limits(max_expansions=2))
+    assert result.truncated and result.limits_hit == ["max_expansions"]
+    assert result.frontier
+    assert result.counts.edges_read == 2
+    assert result.disposition == "unknown"
+
+
+def test_max_paths_and_max_degree_are_reported(chapter_graph: Ledger) -> None:
+    few_paths = chapter_graph.query("approvals-required-for", CONNECTOR, limits=Limits(max_paths=3))
+    assert len(few_paths.paths) == 3 and "max_paths" in few_paths.limits_hit
+    narrow = chapter_graph.query("dependents-of", CONNECTOR, limits=Limits(max_degree=2))
+    assert len(narrow.results) == 2 and "max_degree" in narrow.limits_hit
+    assert narrow.frontier[0].node == CONNECTOR
+
+
+def test_evidence_budget_omits_evidence_and_says_so(chapter_graph: Ledger) -> None:
+    result = chapter_graph.query("dependents-of", CONNECTOR, limits=Limits(max_evidence_tokens=8))
+    omitted = [e for e in result.edges.values() if e.evidence_omitted]
+    assert omitted and all(e.evidence is None for e in omitted)
+    assert "max_evidence_tokens" in result.limits_hit and result.truncated
+
+
+def test_max_depth_cuts_a_plan_that_needs_more_hops(chapter_graph: Ledger) -> None:
+    result = chapter_graph.query("approvals-required-for", CONNECTOR, limits=Limits(max_depth=2))
+    assert result.results == [] and "max_depth" in result.limits_hit
+    assert result.disposition == "unknown"
+
+
+def test_dispositions(chapter_graph: Ledger) -> None:
+    assert chapter_graph.query("owners-of", "Policy:pol:A").disposition == "none"
+    unknown = chapter_graph.query("owners-of", "Service:cmdb:NOPE")
+    assert (unknown.disposition, unknown.anchor.resolution) == ("unknown", "unresolved")
+    before = chapter_graph.query("owners-of", REPORTS, known_at="1990-01-01")
+    assert before.disposition == "unknown", "an entity the ledger did not know yet is not an entity with no owner"
+
+
+def test_filters_apply_at_each_edge_not_after(ledger: Ledger) -> None:
+    ledger.change("cmdb").asserts(REPORTS, "depends_on", CONNECTOR, valid_to="2020-01-01").send()
+    result = ledger.query("dependents-of", CONNECTOR)
+    assert result.results == [] and result.counts.edges_read == 1
+    assert result.disposition == "none"
+
+
+def test_a_traversal_without_tenant_is_refused(chapter_graph: Ledger) -> None:
+    engine = QueryEngine(chapter_graph.store, default_ontology())
+    with pytest.raises(PlanRefused, match="tenant"):
+        engine.run(QueryRequest("owners-of", "", REPORTS, 0, 0))
+
+
+def test_another_tenant_sees_nothing(chapter_graph: Ledger) -> None:
+    result = chapter_graph.query("dependents-of", CONNECTOR, tenant="globex")
+    assert result.anchor.resolution == "unresolved" and result.results == []
+
+
+def test_traverse_with_an_allowlist(chapter_graph: Ledger) -> None:
+    from processors.queries import parse_edge_allowlist
+
+    result = chapter_graph.query("traverse", CONNECTOR, edges=parse_edge_allowlist("depends_on:in,owned_by:out"),
+                                 limits=Limits(max_depth=2))
+    assert {r.entity for r in result.results} == {REPORTS, DASH, ETL, ANA, PLAT}
+
+
+def test_changed_between_in_valid_and_transaction_time(ledger: Ledger) -> None:
+    from schemas.times import parse_micros
+
+    ledger.at("2026-05-03T00:00:00Z").change("cmdb").asserts(REPORTS, "owned_by", ANA).send()
+    ledger.at("2026-06-01T00:00:00Z").change("cmdb").asserts(REPORTS, "owned_by", PLAT, "2026-04-01").send()
+    world = ledger.query("changed-between", REPORTS, changed_from=parse_micros("2026-03-01"),
+                         changed_to=parse_micros("2026-05-01"))
+    assert {c.change for c in world.changes} == {"started", "ended"}
+    learned = ledger.query("changed-between", REPORTS, changed_from=parse_micros("2026-05-15"),
+                           changed_to=parse_micros("2026-06-15"), axis="tx")
+    assert {c.change for c in learned.changes} == {"appended", "closed"}
+
+
+def test_alias_and_canonical_id_give_the_same_paths(chapter_graph: Ledger) -> None:
+    chapter_graph.send({"kind": "alias", "event_id": "al-1", "tenant": "acme", "entity": CONNECTOR,
+                        "alias": "Settlement Connector", "actor": "alice"})
+    by_alias = chapter_graph.query("approvals-required-for", "settlement-connector")
+    by_id = chapter_graph.query("approvals-required-for", CONNECTOR)
+    assert by_alias.anchor.resolution == "alias"
+    assert by_alias.paths == by_id.paths

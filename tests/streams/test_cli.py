@@ -1,0 +1,74 @@
+"""The command line as a user runs it: load, query, history, corrections; one-line errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streams.demo import DEMO_EVENTS
+
+
+def edgeledger(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "streams.cli", *args], capture_output=True, text=True,
+                          timeout=60)
+    if check and done.returncode != 0:
+        raise AssertionError(done.stderr)
+    return done
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "state"
+    summary = json.loads(edgeledger("load", str(DEMO_EVENTS), "--state", str(path), "--simulated-clock").stdout)
+    assert summary["balanced"] and summary["events_read"] == 18
+    assert summary["dead_lettered"] == 2 and summary["queued_for_review"] == 1
+    return path
+
+
+def test_query_json_has_the_contract_shape(state: Path) -> None:
+    out = edgeledger("query", "owners-of", "--state", str(state), "--tenant", "acme", "--entity",
+                     "settlement connector", "--valid-at", "2026-04-22", "--known-at", "2026-04-22", "--json")
+    result = json.loads(out.stdout)
+    assert set(result) >= {"query", "valid_at", "known_at", "anchor", "disposition", "results", "paths", "edges",
+                           "counts", "truncated", "limits_hit", "frontier", "coverage"}
+    assert [r["entity"] for r in result["results"]] == ["Team:hr:T-ANA"]
+    assert result["anchor"] == {"input": "settlement connector", "entity": "Component:cmdb:CI0042",
+                                "resolution": "alias", "candidates": []}
+
+
+def test_history_and_corrections(state: Path) -> None:
+    history = json.loads(edgeledger("history", "--state", str(state), "--tenant", "acme", "--entity",
+                                    "Component:cmdb:CI0042", "--rel", "owned_by", "--json").stdout)
+    assert len(history["versions"]) == 3
+    corrections = json.loads(edgeledger("corrections", "--state", str(state), "--tenant", "acme", "--json").stdout)
+    assert [c["event_id"] for c in corrections] == ["cmdb-7781", "cmdb-7782"]
+    text = edgeledger("query", "approvals-required-for", "--state", str(state), "--tenant", "acme",
+                      "--entity", "settlement connector").stdout
+    assert "ApprovalRole:role:change-manager" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["query", "owners-of", "--entity", "x"], "--tenant"),
+        (["query", "owners-of", "--tenant", "acme", "--entity", "x", "--state", "/nonexistent/x"], "no ledger"),
+        (["query", "owners-of", "--tenant", "acme", "--entity", "x", "--valid-at", "yesterday"], "--valid-at"),
+        (["query", "best-friends", "--tenant", "acme", "--entity", "x"], "unknown query"),
+        (["load", "/nonexistent.jsonl"], "no such file"),
+    ],
+)
+def test_errors_are_one_line_without_traceback(state: Path, args: list[str], message: str) -> None:
+    if "--state" not in args:
+        args = [*args, "--state", str(state)]
+    done = edgeledger(*args, check=False)
+    assert done.returncode != 0
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_help_is_there_for_a_newcomer() -> None:
+    out = edgeledger("--help").stdout
+    for command in ("load", "query", "history", "corrections", "demo"):
+        assert command in out
