@@ -205,25 +205,18 @@ class LedgerProcessor:
             event.source.system, event.source.record, event.source.version, to_micros(event.detected_at)
         )
         versioner = Versioner(ledger, self.ontology, tenant, event.event_id, tx)
-        retracted = set()
         for src, item, dst in retractions:
             stopped_at = to_micros(item.valid_from) if item.valid_from else None
             versioner.retract(src, item.rel, dst, provenance.authority, stopped_at)
-            retracted.add(LogicalEdge(src, item.rel, dst))
 
-        asserted = {LogicalEdge(src, item.rel, dst) for src, item, dst in assertions}
-        record = event.source.record
-        if record is not None:
-            previously = ledger.record_claims(tenant, provenance.authority, record)
-            if event.mode == "snapshot":
-                effective = to_micros(event.effective_at or event.detected_at)
-                for omitted in sorted(previously - asserted, key=lambda e: (e.src, e.rel, e.dst)):
-                    versioner.retract(omitted.src, omitted.rel, omitted.dst, provenance.authority, effective)
-                claims = frozenset(asserted)
-            else:
-                claims = (previously - retracted) | asserted
-            if claims != previously:
-                ledger.set_claims(tenant, provenance.authority, record, claims)
+        if event.mode == "snapshot":
+            assert event.source.record is not None
+            asserted = {LogicalEdge(src, item.rel, dst) for src, item, dst in assertions}
+            says_now = ledger.believed_from_record(tenant, provenance.authority, event.source.record)
+            omitted = {LogicalEdge(v.src, v.rel, v.dst) for v in says_now} - asserted
+            effective = to_micros(event.effective_at or event.detected_at)
+            for edge in sorted(omitted, key=lambda e: (e.src, e.rel, e.dst)):
+                versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective)
 
         for src, item, dst in assertions:
             fact = Fact(

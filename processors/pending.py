@@ -17,7 +17,6 @@ from processors.model import (
     EdgeVersion,
     Entity,
     Heartbeat,
-    LogicalEdge,
     Outcome,
     ReviewItem,
     Trace,
@@ -56,7 +55,6 @@ class PendingLedger:
     closed: list[tuple[str, str]] = field(default_factory=list)
     entities: dict[tuple[str, str], Entity] = field(default_factory=dict)
     aliases: list[AliasEntry] = field(default_factory=list)
-    claims: dict[tuple[str, str, str], frozenset[LogicalEdge]] = field(default_factory=dict)
     seen: dict[tuple[str, str], Outcome] = field(default_factory=dict)
     corrections: list[Correction] = field(default_factory=list)
     review_items: list[ReviewItem] = field(default_factory=list)
@@ -82,6 +80,17 @@ class PendingLedger:
         self._new_by_tenant[version.tenant].append(version.edge_id)
         self.counts.versions_appended += 1
 
+    def discard_new(self, version: EdgeVersion) -> None:
+        """Forget a version appended earlier in the same transaction: it was never believed outside it."""
+        key = (version.tenant, version.edge_id)
+        del self.versions[key]
+        self.appended.remove(key)
+        self._by_logical[(version.tenant, version.src, version.rel, version.dst)].remove(version.edge_id)
+        self._by_out[(version.tenant, version.src, version.rel)].remove(version.edge_id)
+        self._by_origin[(version.tenant, version.origin)].remove(version.edge_id)
+        self._new_by_tenant[version.tenant].remove(version.edge_id)
+        self.counts.versions_appended -= 1
+
     def close(self, version: EdgeVersion, tx: int) -> EdgeVersion:
         closed = version.close_belief(tx)
         key = (version.tenant, version.edge_id)
@@ -96,9 +105,6 @@ class PendingLedger:
     def add_alias(self, alias: AliasEntry) -> None:
         self.aliases.append(alias)
         self._alias_index[(alias.tenant, alias.normalised)].append(alias)
-
-    def set_claims(self, tenant: str, system: str, record: str, claims: frozenset[LogicalEdge]) -> None:
-        self.claims[(tenant, system, record)] = claims
 
     def mark_seen(self, tenant: str, event_id: str, outcome: Outcome) -> None:
         self.seen[(tenant, event_id)] = outcome
@@ -149,9 +155,14 @@ class PendingLedger:
                 targets.append(alias.entity_id)
         return targets
 
-    def record_claims(self, tenant: str, system: str, record: str) -> frozenset[LogicalEdge]:
-        pending = self.claims.get((tenant, system, record))
-        return pending if pending is not None else self.base.record_claims(tenant, system, record)
+    def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
+        base = self.base.believed_from_record(tenant, system, record)
+        new_ids = [
+            edge_id
+            for edge_id in self._new_by_tenant.get(tenant, [])
+            if _from_source(self.versions[(tenant, edge_id)], system, record, None)
+        ]
+        return [v for v in self._overlay(tenant, base, new_ids) if v.tx_to is None]
 
     def event_seen(self, tenant: str, event_id: str) -> bool:
         return (tenant, event_id) in self.seen or self.base.event_seen(tenant, event_id)

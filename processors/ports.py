@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from processors.model import Direction, EdgeVersion, Entity, LogicalEdge
+from processors.model import Direction, EdgeVersion, Entity
 
 
 class LedgerReader(Protocol):
@@ -33,7 +33,9 @@ class LedgerReader(Protocol):
         """Entity ids the alias names, as of ``known_at`` (``None``: everything recorded)."""
         ...
 
-    def record_claims(self, tenant: str, system: str, record: str) -> frozenset[LogicalEdge]: ...
+    def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
+        """The still-believed versions whose provenance is this source record (what it says now)."""
+        ...
 
     def event_seen(self, tenant: str, event_id: str) -> bool: ...
 

@@ -112,19 +112,29 @@ class Versioner:
         self.ledger.append(version)
         return version
 
+    def _end_belief(self, old: EdgeVersion) -> bool:
+        """Close ``old``; a version this same transaction appended is discarded instead, since a belief
+        interval [tx, tx) would be empty. Returns whether a committed belief was closed."""
+        if old.tx_from == self.tx:
+            self.ledger.discard_new(old)
+            return False
+        self.ledger.close(old, self.tx)
+        return True
+
     def _supersede(self, old: EdgeVersion, keep: list[Interval]) -> list[EdgeVersion]:
         """Close ``old`` and append its surviving valid-time pieces with its own provenance."""
-        self.ledger.close(old, self.tx)
+        closed = self._end_belief(old)
         fact = Fact(old.src, old.rel, old.dst, old.valid_from, old.valid_to, old.evidence, old.confidence,
                     old.phrase)
         provenance = Provenance(old.authority, old.source_record, old.source_version, old.detected_at)
-        return [
-            self._append(fact, piece, provenance, old.origin, (old.edge_id,), old.event_id) for piece in keep
-        ]
+        supersedes = (old.edge_id,) if closed else old.supersedes
+        return [self._append(fact, piece, provenance, old.origin, supersedes, old.event_id) for piece in keep]
 
     def _correct(self, cause: str, closed: list[EdgeVersion], appended: list[EdgeVersion]) -> None:
+        closed = [v for v in closed if v.tx_from != self.tx]
         if not closed:
             return
+        appended = [v for v in appended if (v.tenant, v.edge_id) in self.ledger.versions]
         self.ledger.corrections.append(
             Correction(
                 correction_id=self._next_id("c"),
@@ -154,8 +164,8 @@ class Versioner:
                 if old.authority == provenance.authority:
                     closed.append(old)
                     appended += self._supersede(old, subtract((old.valid_from, old.valid_to), fact.interval))
-        new = self._append(fact, fact.interval, provenance, None, tuple(v.edge_id for v in closed),
-                           self.event_id)
+        supersedes = tuple(v.edge_id for v in closed if v.tx_from != self.tx)
+        new = self._append(fact, fact.interval, provenance, None, supersedes, self.event_id)
         appended.append(new)
         if self.ontology.is_single_valued(fact.rel):
             self._flag_conflicts(fact, new)
@@ -208,7 +218,7 @@ class Versioner:
         closed = []
         for old in versions:
             if old.tx_to is None:
-                self.ledger.close(old, self.tx)
+                self._end_belief(old)
                 closed.append(old)
         self._correct(cause, closed, [])
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import orjson
 
 from processors.model import (
@@ -12,7 +10,6 @@ from processors.model import (
     EdgeVersion,
     Entity,
     Heartbeat,
-    LogicalEdge,
     ReviewItem,
     Trace,
 )
@@ -41,16 +38,8 @@ def decode_entity(data: bytes) -> Entity:
     return Entity(f[0], f[1], f[2], f[3], f[4])
 
 
-def encode_claims(claims: frozenset[LogicalEdge]) -> bytes:
-    return orjson.dumps(sorted([c.src, c.rel, c.dst] for c in claims))
-
-
-def decode_claims(data: bytes) -> frozenset[LogicalEdge]:
-    return frozenset(LogicalEdge(*c) for c in orjson.loads(data))
-
-
 def encode_record(record: Correction | ReviewItem | DeadLetter | Heartbeat | Trace) -> bytes:
-    return orjson.dumps(asdict(record))
+    return orjson.dumps(record)
 
 
 def decode_correction(data: bytes) -> Correction:

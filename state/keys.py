@@ -28,26 +28,32 @@ def encode_str(value: str) -> bytes:
     return _STR + value.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
 
 
+_U64 = struct.Struct(">Q").pack
+
+
 def encode_int(value: int) -> bytes:
-    return _INT + struct.pack(">Q", (value + _SIGN) & _MASK)
+    return _INT + _U64((value + _SIGN) & _MASK)
 
 
 def encode_int_desc(value: int) -> bytes:
-    return _INT_DESC + struct.pack(">Q", (~(value + _SIGN)) & _MASK)
+    return _INT_DESC + _U64((~(value + _SIGN)) & _MASK)
+
+
+def _encode_other(part: object) -> bytes:
+    if isinstance(part, Descending):
+        return encode_int_desc(int(part))
+    if isinstance(part, str):
+        return encode_str(str(part))
+    if isinstance(part, int) and not isinstance(part, bool):
+        return encode_int(int(part))
+    raise TypeError(f"cannot encode {type(part).__name__} in a key")
+
+
+_ENCODERS = {str: encode_str, int: encode_int, Descending: encode_int_desc}
 
 
 def pack(*parts: str | int) -> bytes:
-    out = bytearray()
-    for part in parts:
-        if isinstance(part, str):
-            out += encode_str(part)
-        elif isinstance(part, Descending):
-            out += encode_int_desc(int(part))
-        elif isinstance(part, int):
-            out += encode_int(part)
-        else:
-            raise TypeError(f"cannot encode {type(part).__name__} in a key")
-    return bytes(out)
+    return b"".join([_ENCODERS.get(type(part), _encode_other)(part) for part in parts])
 
 
 def unpack(data: bytes) -> tuple[str | int, ...]:

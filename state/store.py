@@ -10,7 +10,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``S``  tenant, system, record, version, edge_id                     versions by source (revoke_source)
 ``E``  tenant, entity_id                                            entity (type, latest name)
 ``N``  tenant, normalised alias, entity_id                          tx the alias was recorded
-``P``  tenant, system, record                                       the record's current claims
+``B``  tenant, system, record, edge_id                               the version, while still believed
 ``I``  tenant, event_id                                             outcome (idempotent re-delivery)
 ``K``  tenant, tx, correction_id                                    correction event
 ``R``  tenant, review_id                                            review item
@@ -36,7 +36,6 @@ from processors.model import (
     EdgeVersion,
     Entity,
     Heartbeat,
-    LogicalEdge,
     ReviewItem,
     Trace,
 )
@@ -53,8 +52,11 @@ _DEAD_LETTER_SEQUENCE = b"M" + pack("dead_letter_seq")
 class LedgerStore:
     """Implements ``LedgerReader`` and ``GraphReader`` over an ``OrderedKV``."""
 
-    def __init__(self, kv: OrderedKV) -> None:
+    def __init__(self, kv: OrderedKV, cache_entries: int = 200_000) -> None:
         self.kv = kv
+        self._cache_entries = cache_entries
+        self._entities: dict[tuple[str, str], Entity | None] = {}
+        self._aliases: dict[tuple[str, str], list[tuple[str, int]]] = {}
         raw = kv.get(_LAST_TX)
         self._last_tx = int(raw) if raw else -(1 << 62)
         raw_seq = kv.get(_DEAD_LETTER_SEQUENCE)
@@ -103,19 +105,33 @@ class LedgerStore:
         return found
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
+        key = (tenant, entity_id)
+        if key in self._entities:
+            return self._entities[key]
         raw = self.kv.get(b"E" + pack(tenant, entity_id))
-        return codec.decode_entity(raw) if raw else None
+        entity = codec.decode_entity(raw) if raw else None
+        self._remember(self._entities, key, entity)
+        return entity
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
-        targets = []
-        for key, value in self.kv.scan(b"N" + pack(tenant, normalised)):
-            if known_at is None or int(value) <= known_at:
-                targets.append(str(unpack(key[1:])[-1]))
-        return targets
+        key = (tenant, normalised)
+        entries = self._aliases.get(key)
+        if entries is None:
+            entries = [
+                (str(unpack(k[1:])[-1]), int(value)) for k, value in self.kv.scan(b"N" + pack(tenant, normalised))
+            ]
+            self._remember(self._aliases, key, entries)
+        return [entity_id for entity_id, tx in entries if known_at is None or tx <= known_at]
 
-    def record_claims(self, tenant: str, system: str, record: str) -> frozenset[LogicalEdge]:
-        raw = self.kv.get(b"P" + pack(tenant, system, record))
-        return codec.decode_claims(raw) if raw else frozenset()
+    def _remember(self, cache: dict, key: tuple[str, str], value: object) -> None:
+        """A bounded read cache. It stays coherent because ``commit`` writes through it, and a
+        read-only (secondary) store is opened per command and never outlives the data it read."""
+        if len(cache) >= self._cache_entries:
+            cache.clear()
+        cache[key] = value
+
+    def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
+        return self._scan_versions(b"B" + pack(tenant, system, record))
 
     def event_seen(self, tenant: str, event_id: str) -> bool:
         return self.kv.get(b"I" + pack(tenant, event_id)) is not None
@@ -158,10 +174,17 @@ class LedgerStore:
             _, tx, what, edge_id = unpack(key[1:])
             yield int(tx), str(edge_id), "appended" if what == "a" else "closed"
 
+    def _write_through(self, pending: PendingLedger) -> None:
+        for key, entity in pending.entities.items():
+            self._entities[key] = entity
+        for alias in pending.aliases:
+            self._aliases.pop((alias.tenant, alias.normalised), None)
+
     # -- the one atomic write -----------------------------------------------------------------------------------
     def commit(self, pending: PendingLedger, extra_puts: list[tuple[bytes, bytes]] = ()) -> None:
         """Write everything a batch of events did, with their event ids, in one WriteBatch."""
         puts: list[tuple[bytes, bytes]] = list(extra_puts)
+        deletes: list[bytes] = []
         for version, is_new, closed_now in pending.final_versions():
             tenant, edge_id = version.tenant, version.edge_id
             value = codec.encode_version(version)
@@ -175,12 +198,17 @@ class LedgerStore:
                                          version.source_version or "", edge_id), b""))
             if closed_now and version.tx_to is not None:
                 puts.append((b"T" + pack(tenant, version.tx_to, "c", edge_id), b""))
+            if version.source_record is not None:
+                believed_key = b"B" + pack(tenant, version.authority, version.source_record, edge_id)
+                if is_new and version.tx_to is None:
+                    puts.append((believed_key, value))
+                elif closed_now and not is_new:
+                    deletes.append(believed_key)
         for entity in pending.entities.values():
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
         for alias in pending.aliases:
             puts.append((b"N" + pack(alias.tenant, alias.normalised, alias.entity_id), str(alias.tx_from).encode()))
-        for (tenant, system, record), claims in pending.claims.items():
-            puts.append((b"P" + pack(tenant, system, record), codec.encode_claims(claims)))
+        self._write_through(pending)
         for (tenant, event_id), outcome in pending.seen.items():
             puts.append((b"I" + pack(tenant, event_id), outcome.encode()))
         for correction in pending.corrections:
@@ -202,6 +230,6 @@ class LedgerStore:
             puts.append((_LAST_TX, str(last_tx).encode()))
         if pending.dead_letters:
             puts.append((_DEAD_LETTER_SEQUENCE, str(self._dead_letter_seq).encode()))
-        self.kv.write(puts)
+        self.kv.write(puts, deletes)
         self._last_tx = max(self._last_tx, last_tx)
 
