@@ -7,14 +7,14 @@ original text, the stage and the reason, or a review item when we abstain. Nothi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 from pydantic import ValidationError
 
 from processors.clock import TransactionClock
 from processors.identity import Mention, MentionResolver, Resolution
-from processors.model import DeadLetter, Heartbeat, LogicalEdge, Outcome, ReviewItem, Trace
+from processors.model import DeadLetter, EventOutcome, Heartbeat, LogicalEdge, Outcome, ReviewItem, Trace
 from processors.pending import PendingLedger
 from processors.versioning import Fact, Provenance, Versioner, derive_id
 from schemas.events import (
@@ -62,12 +62,33 @@ def describe_validation_error(error: ValidationError) -> str:
 class LedgerProcessor:
     ontology: Ontology
     clock: TransactionClock
+    _current: object | None = field(default=None, init=False, repr=False)
+    _document: object | None = field(default=None, init=False, repr=False)
 
     def process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
         ledger.counts.events_read += 1
+        outcome = self._process(raw, ledger)
+        ledger.outcomes.append(self._describe(ledger, outcome))
+        return outcome
+
+    def _describe(self, ledger: PendingLedger, outcome: Outcome) -> EventOutcome:
+        event = self._current
+        if event is None:
+            document = self._document if isinstance(self._document, dict) else {}
+            kind, tenant = document.get("kind"), document.get("tenant")
+            return EventOutcome(tenant if isinstance(tenant, str) else None, kind if isinstance(kind, str) else None,
+                                None, outcome, None, ledger.tx)
+        source = getattr(event, "source", None)
+        detected = getattr(event, "detected_at", None)
+        return EventOutcome(getattr(event, "tenant", None), event.kind, source.system if source else None, outcome,
+                            to_micros(detected) if detected else None, ledger.tx)
+
+    def _process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
+        self._current = None
+        self._document = None
         text = (raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw).rstrip("\r\n")
         try:
-            document = orjson.loads(raw)
+            document = self._document = orjson.loads(raw)
         except orjson.JSONDecodeError as error:
             return self._dead_letter(ledger, "decode", f"malformed JSON: {error}", text, None)
         if not isinstance(document, dict):
@@ -76,6 +97,7 @@ class LedgerProcessor:
             event = EVENT_ADAPTER.validate_python(document)
         except ValidationError as error:
             return self._dead_letter(ledger, "validate", describe_validation_error(error), text, document)
+        self._current = event
 
         if isinstance(event, ClockEvent):
             try:

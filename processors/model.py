@@ -114,6 +114,30 @@ class DeadLetter:
 
 
 @dataclass(frozen=True, slots=True)
+class EventOutcome:
+    """How one event ended; metrics and freshness observe these, the core never calls them."""
+
+    tenant: str | None
+    kind: str | None
+    system: str | None
+    outcome: Outcome
+    detected_at: int | None
+    tx_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceActivity:
+    """The latest change and heartbeat the ledger applied from one source system."""
+
+    tenant: str
+    system: str
+    last_change_detected_at: int | None = None
+    last_change_tx: int | None = None
+    last_heartbeat_detected_at: int | None = None
+    last_heartbeat_tx: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Heartbeat:
     tenant: str
     system: str

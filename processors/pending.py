@@ -16,6 +16,7 @@ from processors.model import (
     DeadLetter,
     EdgeVersion,
     Entity,
+    EventOutcome,
     Heartbeat,
     Outcome,
     ReviewItem,
@@ -61,6 +62,7 @@ class PendingLedger:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
     heartbeats: list[Heartbeat] = field(default_factory=list)
+    outcomes: list[EventOutcome] = field(default_factory=list)
     counts: BatchCounts = field(default_factory=BatchCounts)
     tx: int | None = None
     _by_logical: dict[tuple[str, str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))

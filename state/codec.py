@@ -11,6 +11,7 @@ from processors.model import (
     Entity,
     Heartbeat,
     ReviewItem,
+    SourceActivity,
     Trace,
 )
 
@@ -38,7 +39,7 @@ def decode_entity(data: bytes) -> Entity:
     return Entity(f[0], f[1], f[2], f[3], f[4])
 
 
-def encode_record(record: Correction | ReviewItem | DeadLetter | Heartbeat | Trace) -> bytes:
+def encode_record(record: Correction | ReviewItem | DeadLetter | Heartbeat | Trace | SourceActivity) -> bytes:
     return orjson.dumps(record)
 
 
@@ -59,6 +60,10 @@ def decode_dead_letter(data: bytes) -> DeadLetter:
 
 def decode_heartbeat(data: bytes) -> Heartbeat:
     return Heartbeat(**orjson.loads(data))
+
+
+def decode_activity(data: bytes) -> SourceActivity:
+    return SourceActivity(**orjson.loads(data))
 
 
 def decode_trace(data: bytes) -> Trace:

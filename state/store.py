@@ -17,6 +17,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``D``  tx, sequence                                                 dead letter
 ``X``  tenant, trace_id / ``Y`` tenant, edge_id, trace_id           traces and their edge index
 ``H``  tenant, system                                               last heartbeat
+``L``  tenant, system                                               latest change and heartbeat applied
 ``M``  name                                                         meta: last transaction time
 =====  ==========================================================  ==================================
 
@@ -28,6 +29,7 @@ sees, and the ``edge-versions`` log carries it as a new record rather than an ed
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from processors.model import (
     Correction,
@@ -37,6 +39,7 @@ from processors.model import (
     Entity,
     Heartbeat,
     ReviewItem,
+    SourceActivity,
     Trace,
 )
 from processors.pending import PendingLedger
@@ -174,6 +177,33 @@ class LedgerStore:
             _, tx, what, edge_id = unpack(key[1:])
             yield int(tx), str(edge_id), "appended" if what == "a" else "closed"
 
+    def source_activity(self, tenant: str) -> dict[str, SourceActivity]:
+        return {
+            activity.system: activity
+            for activity in (codec.decode_activity(v) for _, v in self.kv.scan(b"L" + pack(tenant)))
+        }
+
+    def _activity_after(self, pending: PendingLedger) -> list[SourceActivity]:
+        latest: dict[tuple[str, str], SourceActivity] = {}
+        for outcome in pending.outcomes:
+            if outcome.outcome != "applied" or outcome.tenant is None or outcome.system is None:
+                continue
+            key = (outcome.tenant, outcome.system)
+            if key not in latest:
+                raw = self.kv.get(b"L" + pack(*key))
+                latest[key] = codec.decode_activity(raw) if raw else SourceActivity(*key)
+            current = latest[key]
+            if outcome.kind == "heartbeat":
+                if (current.last_heartbeat_detected_at or -(1 << 62)) <= (outcome.detected_at or 0):
+                    latest[key] = replace(current, last_heartbeat_detected_at=outcome.detected_at,
+                                          last_heartbeat_tx=outcome.tx_at)
+            elif outcome.kind == "change" and (
+                (current.last_change_detected_at or -(1 << 62)) <= (outcome.detected_at or 0)
+            ):
+                latest[key] = replace(current, last_change_detected_at=outcome.detected_at,
+                                          last_change_tx=outcome.tx_at)
+        return list(latest.values())
+
     def _write_through(self, pending: PendingLedger) -> None:
         for key, entity in pending.entities.items():
             self._entities[key] = entity
@@ -225,6 +255,8 @@ class LedgerStore:
                 puts.append((b"Y" + pack(trace.tenant, edge_id, trace.trace_id), b""))
         for beat in pending.heartbeats:
             puts.append((b"H" + pack(beat.tenant, beat.system), codec.encode_record(beat)))
+        for activity in self._activity_after(pending):
+            puts.append((b"L" + pack(activity.tenant, activity.system), codec.encode_record(activity)))
         last_tx = pending.last_tx()
         if last_tx > self._last_tx:
             puts.append((_LAST_TX, str(last_tx).encode()))

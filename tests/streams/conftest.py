@@ -1,0 +1,19 @@
+"""Shared fixtures for the stream-layer integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from streams.broker import EmbeddedBroker
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[EmbeddedBroker]:
+    """One embedded Tansu broker for the whole test session, stopped at the end."""
+    broker = EmbeddedBroker().start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
