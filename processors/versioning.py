@@ -72,11 +72,12 @@ class Versioner:
         return derive_id(prefix, self.tenant, self.event_id, str(self._sequence))
 
     def _believed(self, src: str, rel: str, dst: str, authority: str) -> list[EdgeVersion]:
-        return [
-            v
-            for v in self.ledger.versions_of(self.tenant, src, rel, dst)
-            if v.tx_to is None and v.authority == authority
-        ]
+        """Believed versions in a canonical order, so ids and outputs never depend on batch boundaries."""
+        return sorted(
+            (v for v in self.ledger.versions_of(self.tenant, src, rel, dst)
+             if v.tx_to is None and v.authority == authority),
+            key=_canonical,
+        )
 
     def _append(
         self,
@@ -104,7 +105,7 @@ class Versioner:
             evidence=fact.evidence,
             confidence=fact.confidence,
             origin=origin or edge_id,
-            supersedes=supersedes,
+            supersedes=tuple(sorted(supersedes)),
             event_id=event_id,
             detected_at=provenance.detected_at,
             phrase=fact.phrase,
@@ -172,11 +173,11 @@ class Versioner:
         self._correct("assert", closed, appended)
 
     def _competing(self, fact: Fact) -> list[EdgeVersion]:
-        return [
-            v
-            for v in self.ledger.out_versions(self.tenant, fact.src, fact.rel)
-            if v.tx_to is None and v.dst != fact.dst and overlaps((v.valid_from, v.valid_to), fact.interval)
-        ]
+        return sorted(
+            (v for v in self.ledger.out_versions(self.tenant, fact.src, fact.rel)
+             if v.tx_to is None and v.dst != fact.dst and overlaps((v.valid_from, v.valid_to), fact.interval)),
+            key=_canonical,
+        )
 
     def _flag_conflicts(self, fact: Fact, new: EdgeVersion) -> None:
         rivals = [v for v in self._competing(fact) if v.authority != new.authority]
@@ -216,11 +217,15 @@ class Versioner:
     def revoke(self, versions: list[EdgeVersion], cause: str) -> None:
         """Never true: close the believed versions and append nothing."""
         closed = []
-        for old in versions:
+        for old in sorted(versions, key=_canonical):
             if old.tx_to is None:
                 self._end_belief(old)
                 closed.append(old)
         self._correct(cause, closed, [])
+
+
+def _canonical(version: EdgeVersion) -> tuple[str, str]:
+    return (version.dst, version.edge_id)
 
 
 def _restates(version: EdgeVersion, fact: Fact, provenance: Provenance) -> bool:

@@ -14,6 +14,7 @@ The hot path is a confluent-kafka batch loop: measured here, a faust-streaming a
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -30,10 +31,14 @@ from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
 from streams.kafka_config import consumer_config, producer_config
 from streams.ledger_files import make_processor
-from streams.ledger_log import OutRecord, outbox_for
-from streams.topics import INPUT_TOPICS, TopicSettings
+from streams.ledger_log import OutRecord, Replay, outbox_for
+from streams.topics import INPUT_TOPICS, Topic, TopicSettings
 
 log = logging.getLogger(__name__)
+
+#: Failpoint for crash tests: die (as from kill -9) after committing batch N but before sending it.
+FAILPOINT_CRASH_AFTER_COMMIT = "EDGELEDGER_FAILPOINT_CRASH_AFTER_COMMIT"
+CRASH_EXIT_CODE = 137
 
 CommitObserver = Callable[[PendingLedger], None]
 
@@ -66,6 +71,7 @@ class LedgerWorker:
         self.producer = Producer(producer_config(config.bootstrap))
         self.assigned: set[tuple[str, int]] = set()
         self._batches = 0
+        self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
@@ -92,7 +98,18 @@ class LedgerWorker:
         self.store.close()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Resume each partition right after the last offset this state applied (not the group's)."""
+        """Resume each partition right after the last offset this state applied (not the group's).
+
+        When the group committed further than this state applied (another worker owned the
+        partition meanwhile, or this disk was lost), first rebuild it from the ``edge-versions`` log.
+        """
+        committed = consumer.committed(partitions, timeout=30)
+        behind = sorted({
+            tp.partition for tp in committed
+            if tp.offset >= 0 and tp.offset - 1 > self.applied_offsets.get((tp.topic, tp.partition), -1)
+        })
+        for partition in behind:
+            self._rebuild_partition(partition)
         for tp in partitions:
             applied = self.applied_offsets.get((tp.topic, tp.partition))
             tp.offset = applied + 1 if applied is not None else OFFSET_BEGINNING
@@ -134,11 +151,45 @@ class LedgerWorker:
         self.totals.add(pending.counts)
         for observe in self.observers:
             observe(pending)
+        if self._batches == self._crash_after_commit:
+            os._exit(CRASH_EXIT_CODE)
         self._send(records)
         self.bookkeeping.trim(outbox_keys)
         self.consumer.commit(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in consumed.items()],
                              asynchronous=True)
         return len(consumed)
+
+    def _rebuild_partition(self, partition: int, quiet_for: float = 1.0) -> None:
+        """Replay ``edge-versions[partition]`` into local state, restoring the input offsets it records.
+
+        Read until quiet rather than to the high watermark: the embedded broker reports watermarks
+        per record batch. Re-applying a record already present rewrites the same keys.
+        """
+        log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
+        reader = Consumer(consumer_config(self.config.bootstrap, f"{self.config.group_id}-rebuild",
+                                          **{"enable.auto.commit": False}))
+        reader.assign([TopicPartition(log_topic, partition, OFFSET_BEGINNING)])
+        restored: dict[tuple[str, int], int] = {}
+        replay = Replay(self.store)
+
+        def commit(pending: PendingLedger) -> None:
+            mine = {position: offset for position, offset in restored.items() if position[1] == partition}
+            self.store.commit(pending, self.bookkeeping.offset_puts(mine))
+
+        records = 0
+        try:
+            while True:
+                message = reader.poll(quiet_for)
+                if message is None:
+                    break
+                if not message.error():
+                    records += replay.feed([message.value()], commit, restored)
+        finally:
+            reader.close()
+        for position, offset in restored.items():
+            if position[1] == partition:
+                self.applied_offsets[position] = max(offset, self.applied_offsets.get(position, -1))
+        log.info("worker %s rebuilt partition %d from %d log records", self.config.worker_id, partition, records)
 
     def _send_outbox(self) -> None:
         """Re-send what a previous run committed but may not have sent (crash between commit and send)."""

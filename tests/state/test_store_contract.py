@@ -29,3 +29,17 @@ def test_state_and_clock_survive_reopening(tmp_path) -> None:
     assert reopened.owners(CONNECTOR) == {PLATFORM}
     reopened.send(*ledger.lines)
     assert reopened.counts.duplicates == 2, "event ids are remembered across restarts"
+
+
+def test_state_does_not_depend_on_batch_boundaries() -> None:
+    """Workers commit whatever a poll returned; the ledger must not care where batches split."""
+    from processors.batch import BatchRunner
+    from tests.benchmarks.generate import generate_events
+
+    lines = list(generate_events(3000, 300, seed=3))
+    states = []
+    for batch_size in (1, 7, 500, 5000):
+        ledger = Ledger()
+        BatchRunner(ledger.processor, ledger.store, ledger.store.commit, batch_size).run(lines)
+        states.append([v for k, v in ledger.kv.scan(b"V")])
+    assert all(state == states[0] for state in states[1:])

@@ -1,0 +1,133 @@
+"""Crash safety and scale-out: kill -9 mid-stream, crash between commit and send, two workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from state import codec
+from state.kv import RocksKV
+from streams.ledger_files import load_into
+from streams.pipeline import FAILPOINT_CRASH_AFTER_COMMIT
+from streams.produce import produce_files
+from streams.topics import Topic, ensure_topics
+from tests.benchmarks.generate import generate_events
+from tests.streams.pipeline_support import comparable_state, fresh_topics, read_topic, start_worker
+
+pytestmark = pytest.mark.integration
+TENANTS = ("acme", "globex", "initech", "umbrella")
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory) -> tuple[Path, Path]:
+    """20,000 events over four tenants, and the state `load` reaches on them."""
+    folder = tmp_path_factory.mktemp("stream")
+    events = folder / "events.jsonl"
+    per_tenant = [list(generate_events(5000, 800, seed=i, tenant=t, simulated_clock=False))
+                  for i, t in enumerate(TENANTS)]
+    events.write_text("\n".join(line for group in zip(*per_tenant, strict=True) for line in group) + "\n")
+    load_into(folder / "expected", [events], simulated_clock=False, ontology_path=None)
+    return events, folder / "expected"
+
+
+def applied_events(state: Path) -> int:
+    kv = RocksKV(state, read_only=True)
+    try:
+        return sum(1 for _ in kv.scan(b"I"))
+    finally:
+        kv.close()
+
+
+def expected_records(expected: Path) -> tuple[dict[str, bool], set[str]]:
+    """Each edge version's final state (closed or not) and the correction ids a complete run emits."""
+    kv = RocksKV(expected, read_only=True)
+    try:
+        versions = [codec.decode_version(v) for _, v in kv.scan(b"V")]
+        corrections = {codec.decode_correction(v).correction_id for _, v in kv.scan(b"K")}
+    finally:
+        kv.close()
+    return {f"{v.tenant}/{v.edge_id}": v.tx_to is not None for v in versions}, corrections
+
+
+def assert_exactly_once_effect(bootstrap: str, topics, expected: Path) -> None:
+    final_states, correction_ids = expected_records(expected)
+    log = [r for r in read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS)) if r["kind"] == "edge_version"]
+    copies: dict[str, list[dict]] = defaultdict(list)
+    for record in log:
+        copies[record["record_id"]].append(record)
+    assert all(all(c == same[0] for c in same) for same in copies.values()), "a re-sent record is the same record"
+    seen: dict[str, bool] = {}
+    for record in log:
+        version = record["version"]
+        key = f"{version['tenant']}/{version['edge_id']}"
+        seen[key] = seen.get(key, False) or version["tx_to"] is not None
+    assert seen == final_states, "no edge version missing or extra, each in its final state"
+    corrections = read_topic(bootstrap, topics.name(Topic.EDGE_CORRECTIONS))
+    assert {c["correction_id"] for c in corrections} == correction_ids, "every correction emitted (after dedupe)"
+
+
+def test_kill_minus_nine_mid_stream_then_restart(kafka_broker, stream, tmp_path: Path) -> None:
+    events, expected = stream
+    topics = fresh_topics()
+    ensure_topics(kafka_broker.bootstrap, topics)
+    produce_files([events], kafka_broker.bootstrap, topics, progress=False)
+    state = tmp_path / "state"
+    worker = start_worker(state, kafka_broker.bootstrap, topics, "g-kill")
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if (state / "CURRENT").exists() and applied_events(state) >= 3000:
+            break
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait(10)
+    partial = applied_events(state)
+    assert 0 < partial < 20_000, f"the kill must land mid-stream (applied {partial})"
+    restarted = start_worker(state, kafka_broker.bootstrap, topics, "g-kill", exit_when_idle=3)
+    out, err = restarted.communicate(timeout=180)
+    assert restarted.returncode == 0, err
+    assert json.loads(out)["events_read"] == 20_000 - partial, "resumes after the last applied offset"
+    assert comparable_state(state) == comparable_state(expected)
+    assert_exactly_once_effect(kafka_broker.bootstrap, topics, expected)
+
+
+def test_crash_between_commit_and_send_resends_the_outbox(kafka_broker, stream, tmp_path: Path) -> None:
+    events, expected = stream
+    topics = fresh_topics()
+    ensure_topics(kafka_broker.bootstrap, topics)
+    produce_files([events], kafka_broker.bootstrap, topics, progress=False)
+    state = tmp_path / "state"
+    os.environ[FAILPOINT_CRASH_AFTER_COMMIT] = "3"
+    try:
+        crashing = start_worker(state, kafka_broker.bootstrap, topics, "g-outbox")
+        crashing.communicate(timeout=120)
+    finally:
+        del os.environ[FAILPOINT_CRASH_AFTER_COMMIT]
+    assert crashing.returncode == 137
+    restarted = start_worker(state, kafka_broker.bootstrap, topics, "g-outbox", exit_when_idle=3)
+    _, err = restarted.communicate(timeout=180)
+    assert restarted.returncode == 0, err
+    assert "re-sending" in err
+    assert comparable_state(state) == comparable_state(expected)
+    assert_exactly_once_effect(kafka_broker.bootstrap, topics, expected)
+
+
+def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker, stream, tmp_path: Path) -> None:
+    events, expected = stream
+    topics = fresh_topics()
+    ensure_topics(kafka_broker.bootstrap, topics)
+    first = start_worker(tmp_path / "w1", kafka_broker.bootstrap, topics, "g-two", exit_when_idle=4)
+    second = start_worker(tmp_path / "w2", kafka_broker.bootstrap, topics, "g-two", exit_when_idle=4)
+    time.sleep(3)
+    produce_files([events], kafka_broker.bootstrap, topics, progress=False)
+    outputs = [worker.communicate(timeout=180) for worker in (first, second)]
+    counts = [json.loads(out)["events_read"] for out, _ in outputs]
+    assert all(count > 0 for count in counts), f"both workers took partitions: {counts}"
+    assert sum(counts) >= 20_000
+    assert comparable_state(tmp_path / "w1") | comparable_state(tmp_path / "w2") == comparable_state(expected)
+    assert_exactly_once_effect(kafka_broker.bootstrap, topics, expected)
