@@ -270,11 +270,16 @@ def produce(
 @app.command()
 def demo(
     state: Annotated[Path, typer.Option("--state", help="Where to keep the demo ledger.")] = Path("demo-state"),
+    offline: Annotated[bool, typer.Option(
+        "--offline", help="Load in-process with the simulated clock instead of streaming through a broker.")] = False,
+    bootstrap: Annotated[str | None, typer.Option(
+        "--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
+        help="Use this Kafka cluster instead of the embedded broker.")] = None,
 ) -> None:
-    """Load the bundled CMDB + HR + policy scenario with a late correction and answer the three questions."""
+    """Stream a CMDB + HR + policy scenario with a late correction through the pipeline; answer the questions."""
     from streams.demo import run_demo
 
-    run_demo(state)
+    run_demo(state, offline=offline, bootstrap=bootstrap)
 
 
 @app.command("ontology")

@@ -45,6 +45,10 @@ def query_text(result: QueryResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def format_instant(micros: int) -> str:
+    return format_micros(micros) or ""
+
+
 def history_text(result: HistoryResult) -> str:
     lines = [f"history of {result.anchor.entity or result.entity!r} [{result.anchor.resolution}] "
              f"as known at {result.known_at}"]
