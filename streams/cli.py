@@ -250,6 +250,23 @@ def run(
 
 
 @app.command()
+def replica(
+    state: StateDir,
+    bootstrap: Annotated[str, typer.Option("--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
+                                           help="Kafka bootstrap servers.")],
+    topic_prefix: Annotated[str, typer.Option("--topic-prefix")] = "edgeledger.",
+    exit_when_idle: Annotated[float | None, typer.Option("--exit-when-idle")] = None,
+) -> None:
+    """Follow the whole edge-versions log into a read model for `serve` and the read commands."""
+    from streams.replica import run_replica
+    from streams.topics import TopicSettings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _emit({"log_records": run_replica(state, bootstrap, TopicSettings(prefix=topic_prefix),
+                                      idle_exit_after=exit_when_idle)})
+
+
+@app.command()
 def produce(
     files: Annotated[list[Path], typer.Argument(help="JSONL event files.")],
     bootstrap: Annotated[str, typer.Option("--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",

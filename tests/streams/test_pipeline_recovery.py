@@ -16,6 +16,7 @@ from state.kv import RocksKV
 from streams.ledger_files import load_into
 from streams.pipeline import FAILPOINT_CRASH_AFTER_COMMIT
 from streams.produce import produce_files
+from streams.replica import run_replica
 from streams.topics import Topic, ensure_topics
 from tests.benchmarks.generate import generate_events
 from tests.streams.pipeline_support import comparable_state, fresh_topics, read_topic, start_worker
@@ -131,3 +132,5 @@ def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker,
     assert sum(counts) >= 20_000
     assert comparable_state(tmp_path / "w1") | comparable_state(tmp_path / "w2") == comparable_state(expected)
     assert_exactly_once_effect(kafka_broker.bootstrap, topics, expected)
+    run_replica(tmp_path / "replica", kafka_broker.bootstrap, topics, idle_exit_after=2)
+    assert comparable_state(tmp_path / "replica") == comparable_state(expected), "a query replica sees it all"

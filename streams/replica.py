@@ -1,0 +1,65 @@
+"""`edgeledger replica`: a query replica that materialises the whole ``edge-versions`` log.
+
+Workers each hold only their partitions; a replica consumes every partition of the log (a global
+table) into its own RocksDB read model, which `serve` and the read commands then query. It
+resumes from the log positions it stored with the state, in the same write.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from processors.pending import PendingLedger
+from state.kv import RocksKV
+from state.pipeline_store import PipelineStore
+from state.store import LedgerStore
+from streams.kafka_config import consumer_config
+from streams.ledger_log import Replay
+from streams.topics import Topic, TopicSettings
+
+log = logging.getLogger(__name__)
+
+
+def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None,
+                stop: threading.Event | None = None, idle_exit_after: float | None = None) -> int:
+    """Follow the log until stopped (or idle); returns the number of log records applied."""
+    topics = topics or TopicSettings()
+    stop = stop or threading.Event()
+    log_topic = topics.name(Topic.EDGE_VERSIONS)
+    kv = RocksKV(state)
+    store, bookkeeping = LedgerStore(kv), PipelineStore(kv)
+    positions = {p: o for (t, p), o in bookkeeping.input_offsets().items() if t == log_topic}
+    consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}"))
+    partitions = consumer.list_topics(log_topic, timeout=30).topics[log_topic].partitions
+    consumer.assign([TopicPartition(log_topic, p, positions[p] + 1 if p in positions else OFFSET_BEGINNING)
+                     for p in partitions])
+    replay = Replay(store)
+    current: dict[int, int] = {}
+
+    def commit(pending: PendingLedger) -> None:
+        store.commit(pending, bookkeeping.offset_puts({(log_topic, p): o for p, o in current.items()}))
+
+    applied = 0
+    idle_since = time.monotonic()
+    try:
+        while not stop.is_set():
+            message = consumer.poll(0.2)
+            if message is None:
+                if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
+                    break
+                continue
+            if message.error():
+                continue
+            idle_since = time.monotonic()
+            current[message.partition()] = message.offset()
+            applied += replay.feed([message.value()], commit, {})
+    finally:
+        consumer.close()
+        store.close()
+    log.info("replica applied %d log records", applied)
+    return applied
