@@ -250,6 +250,18 @@ def run(
 
 
 @app.command()
+def serve(
+    state: StateDir,
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8080,
+) -> None:
+    """HTTP API for agents (one endpoint per traversal, OpenAPI at /openapi.json) and /metrics."""
+    from streams.http_api import serve as serve_http
+
+    serve_http(state, host=host, port=port)
+
+
+@app.command()
 def replica(
     state: StateDir,
     bootstrap: Annotated[str, typer.Option("--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",

@@ -1,0 +1,54 @@
+"""The deploy manifests cannot run here (no Docker engine, no cluster); they must at least parse and
+agree with the code: topic names, partition counts, retention, the commands they run, the ports."""
+
+from pathlib import Path
+
+import yaml
+
+from streams.cli import app
+from streams.topics import LOGICAL_TOPICS, TopicSettings
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+CLI_COMMANDS = {command.name or command.callback.__name__ for command in app.registered_commands}
+
+
+def documents(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def edgeledger_commands() -> list[list[str]]:
+    commands = []
+    compose = documents(DEPLOY / "compose.yaml")[0]
+    commands += [s["command"] for s in compose["services"].values() if s.get("command", [None])[0] == "edgeledger"]
+    for doc in documents(DEPLOY / "k8s" / "edgeledger.yaml"):
+        for container in doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            commands.append(container["command"])
+    return commands
+
+
+def test_topics_manifest_matches_the_code() -> None:
+    settings = TopicSettings()
+    topics = {doc["spec"]["topicName"]: doc["spec"] for doc in documents(DEPLOY / "k8s" / "topics.yaml")}
+    assert set(topics) == {settings.name(t) for t in LOGICAL_TOPICS}
+    for logical in LOGICAL_TOPICS:
+        spec = topics[settings.name(logical)]
+        assert spec["partitions"] == settings.partitions_for(logical)
+        assert int(spec["config"]["retention.ms"]) == settings.retention_for(logical)
+
+
+def test_every_command_is_a_real_cli_command_with_the_default_prefix() -> None:
+    commands = edgeledger_commands()
+    assert {"run", "replica", "serve"} <= {command[1] for command in commands}
+    for command in commands:
+        assert command[1] in CLI_COMMANDS, command
+        if "--topic-prefix" in command:
+            assert command[command.index("--topic-prefix") + 1] == TopicSettings().prefix
+
+
+def test_scrape_ports_match_prometheus_config() -> None:
+    prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    targets = {t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
+    ports = {t.rsplit(":", 1)[1] for t in targets}
+    annotations = [doc["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"]
+                   for doc in documents(DEPLOY / "k8s" / "edgeledger.yaml") if doc["kind"] in ("StatefulSet", "Deployment")]
+    assert set(annotations) <= ports
