@@ -49,6 +49,7 @@ def test_scrape_ports_match_prometheus_config() -> None:
     prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     targets = {t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
     ports = {t.rsplit(":", 1)[1] for t in targets}
-    annotations = [doc["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"]
-                   for doc in documents(DEPLOY / "k8s" / "edgeledger.yaml") if doc["kind"] in ("StatefulSet", "Deployment")]
+    workloads = [doc for doc in documents(DEPLOY / "k8s" / "edgeledger.yaml")
+                 if doc["kind"] in ("StatefulSet", "Deployment")]
+    annotations = [doc["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] for doc in workloads]
     assert set(annotations) <= ports
