@@ -75,9 +75,9 @@ class LedgerProcessor:
         event = self._current
         if event is None:
             document = self._document if isinstance(self._document, dict) else {}
-            kind, tenant = document.get("kind"), document.get("tenant")
-            return EventOutcome(tenant if isinstance(tenant, str) else None, kind if isinstance(kind, str) else None,
-                                None, outcome, None, ledger.tx)
+            kind, tenant, source = document.get("kind"), document.get("tenant"), document.get("source")
+            system = source.get("system") if isinstance(source, dict) else None
+            return EventOutcome(_text(tenant), _text(kind), _text(system), outcome, None, ledger.tx)
         source = getattr(event, "source", None)
         detected = getattr(event, "detected_at", None)
         return EventOutcome(getattr(event, "tenant", None), event.kind, source.system if source else None, outcome,
@@ -143,7 +143,8 @@ class LedgerProcessor:
     ) -> Outcome:
         tenant = document.get("tenant") if document else None
         event_id = document.get("event_id") if document else None
-        ledger.tx = self.clock.tick(ledger.last_tx())
+        if stage != "apply":
+            ledger.tx = self.clock.tick(ledger.last_tx())
         ledger.dead_letters.append(
             DeadLetter(
                 tx_at=ledger.tx,
@@ -170,11 +171,17 @@ class LedgerProcessor:
                     raise Rejected(f"unknown edge id {event.edge_id!r} for tenant {event.tenant!r}")
                 versioner = Versioner(ledger, self.ontology, event.tenant, event.event_id, tx)
                 versioner.revoke(ledger.versions_by_origin(event.tenant, version.origin), "revoke")
+                versioner.finish("revoke")
             case RevokeSourceEvent():
                 source = event.source
-                versions = ledger.versions_by_source(event.tenant, source.system, source.record, source.version)
+                versions = [
+                    v for v in ledger.versions_by_source(event.tenant, source.system, source.record, source.version)
+                    if (source.record is None or v.source_record == source.record)
+                    and (source.version is None or v.source_version == source.version)
+                ]
                 versioner = Versioner(ledger, self.ontology, event.tenant, event.event_id, tx)
                 versioner.revoke(versions, "revoke_source")
+                versioner.finish("revoke_source")
             case AliasCommand():
                 if ledger.entity(event.tenant, event.entity) is None:
                     raise Rejected(f"unknown entity {event.entity!r} for tenant {event.tenant!r}")
@@ -252,6 +259,7 @@ class LedgerProcessor:
                 phrase=item.phrase,
             )
             versioner.assert_fact(fact, provenance)
+        versioner.finish("change")
 
     @staticmethod
     def _resolve(resolver: MentionResolver, mention: EntityMention) -> str:
@@ -272,3 +280,7 @@ class LedgerProcessor:
         violation = self.ontology.violation(src_type, rel, dst_type, phrase)
         if violation:
             raise Rejected(f"{where}: ontology violation: {violation}")
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

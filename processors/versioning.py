@@ -65,7 +65,8 @@ class Versioner:
     event_id: str
     tx: int
     _sequence: int = 0
-    _corrections: int = field(default=0)
+    _closed: list[EdgeVersion] = field(default_factory=list)
+    _appended: list[EdgeVersion] = field(default_factory=list)
 
     def _next_id(self, prefix: str) -> str:
         self._sequence += 1
@@ -129,13 +130,26 @@ class Versioner:
                     old.phrase)
         provenance = Provenance(old.authority, old.source_record, old.source_version, old.detected_at)
         supersedes = (old.edge_id,) if closed else old.supersedes
-        return [self._append(fact, piece, provenance, old.origin, supersedes, old.event_id) for piece in keep]
+        # A discarded fresh assertion was its own origin: its first surviving piece takes that role.
+        origin = None if not closed and old.origin == old.edge_id else old.origin
+        pieces = []
+        for piece in keep:
+            appended = self._append(fact, piece, provenance, origin, supersedes, old.event_id)
+            origin = appended.origin
+            pieces.append(appended)
+        return pieces
 
     def _correct(self, cause: str, closed: list[EdgeVersion], appended: list[EdgeVersion]) -> None:
-        closed = [v for v in closed if v.tx_from != self.tx]
+        """Collect what an operation closed and appended; ``finish`` emits one correction per event."""
+        self._closed += closed
+        self._appended += appended
+
+    def finish(self, cause: str) -> None:
+        """Emit the event's correction: the committed beliefs it closed and what it appended that survives."""
+        closed = [v for v in self._closed if v.tx_from != self.tx]
         if not closed:
             return
-        appended = [v for v in appended if (v.tenant, v.edge_id) in self.ledger.versions]
+        appended = [v for v in self._appended if (v.tenant, v.edge_id) in self.ledger.versions]
         self.ledger.corrections.append(
             Correction(
                 correction_id=self._next_id("c"),
