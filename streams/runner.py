@@ -6,10 +6,10 @@ import logging
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 from processors.pending import BatchCounts
+from streams.app import Timer, run_app
 from streams.broker import resolve_bootstrap
 from streams.kafka_config import FAST_GROUP_OVERRIDES
 from streams.pipeline import CommitObserver, LedgerWorker, WorkerConfig
@@ -46,14 +46,10 @@ def run_pipeline(state: Path, bootstrap: str | None, workers: int = 1, group_id:
 
 
 def run_worker(config: WorkerConfig, idle_exit_after: float | None = None,
-               observers: list[CommitObserver] | None = None) -> BatchCounts:
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        return LedgerWorker(config, observers=observers).run(stop, idle_exit_after)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+               observers: list[CommitObserver] | None = None, timers: list[Timer] | None = None) -> BatchCounts:
+    """One worker inside the faust app (lifecycle, signals, timers) with the batch loop as its hot path."""
+    worker = LedgerWorker(config, observers=observers)
+    return run_app(config.bootstrap, config.state_dir, worker, idle_exit_after, timers)
 
 
 def run_worker_processes(state: Path, bootstrap: str, workers: int, group_id: str, prefix: str,
