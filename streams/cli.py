@@ -19,6 +19,7 @@ from schemas.results import CorrectionOut
 from schemas.times import format_micros, parse_micros
 from state.open import open_reader
 from streams import render
+from streams.freshness_cli import freshness_app
 from streams.ledger_files import load_into, wall_clock_micros
 
 app = typer.Typer(
@@ -38,6 +39,7 @@ review_app = typer.Typer(no_args_is_help=True, help="The review queue: parked ev
 traces_app = typer.Typer(no_args_is_help=True, help="Recorded agent answers (traces).")
 app.add_typer(review_app, name="review")
 app.add_typer(traces_app, name="traces")
+app.add_typer(freshness_app)
 
 StateDir = Annotated[Path, typer.Option("--state", help="Ledger state directory (RocksDB).")]
 Tenant = Annotated[str, typer.Option("--tenant", help="Tenant to read; required, there is no default.")]
@@ -230,6 +232,11 @@ def run(
         "--exit-when-idle", help="Stop after this many idle seconds (backfills and tests).")] = None,
     consumer_option: Annotated[list[str] | None, typer.Option(
         "--consumer-option", help="librdkafka consumer setting KEY=VALUE (repeatable).")] = None,
+    metrics_port: Annotated[int, typer.Option(
+        "--metrics-port", min=0, help="Serve /metrics on 127.0.0.1:PORT (0: off; worker N uses PORT+N).")] = 9108,
+    slo: Annotated[Path | None, typer.Option("--slo", help="Source SLO file (default: the bundled one).")] = None,
+    freshness_interval: Annotated[float, typer.Option(
+        "--freshness-interval", min=0.1, help="Seconds between freshness checks.")] = 5.0,
 ) -> None:
     """Run the streaming pipeline: consume the input topics, apply them, emit edge-versions and corrections."""
     from streams.runner import run_pipeline
@@ -241,8 +248,11 @@ def run(
         if not separator:
             raise CliError(f"--consumer-option {option!r}: expected KEY=VALUE")
         overrides[key.strip()] = value.strip()
+    from schemas.slo import load_slo
+
     totals = run_pipeline(state, bootstrap, workers, group, topic_prefix, exit_when_idle,
-                          consumer_overrides=overrides)
+                          consumer_overrides=overrides, metrics_port=metrics_port,
+                          slo=load_slo(slo) if slo else None, freshness_interval=freshness_interval)
     if totals is not None:
         summary = dict(asdict(totals))
         summary["balanced"] = totals.balanced()

@@ -41,6 +41,8 @@ FAILPOINT_CRASH_AFTER_COMMIT = "EDGELEDGER_FAILPOINT_CRASH_AFTER_COMMIT"
 CRASH_EXIT_CODE = 137
 
 CommitObserver = Callable[[PendingLedger], None]
+LagObserver = Callable[[str, int, int], None]
+"""(topic, partition, records not yet applied)."""
 
 
 @dataclass
@@ -58,7 +60,8 @@ class WorkerConfig:
 
 class LedgerWorker:
     def __init__(self, config: WorkerConfig, ontology: Ontology | None = None,
-                 observers: list[CommitObserver] | None = None) -> None:
+                 observers: list[CommitObserver] | None = None, on_consumer_lag: LagObserver | None = None,
+                 lag_interval: float = 10.0) -> None:
         self.config = config
         kv = RocksKV(config.state_dir)
         self.store = LedgerStore(kv)
@@ -71,6 +74,9 @@ class LedgerWorker:
         self.producer = Producer(producer_config(config.bootstrap))
         self.assigned: set[tuple[str, int]] = set()
         self._batches = 0
+        self.on_consumer_lag = on_consumer_lag
+        self.lag_interval = lag_interval
+        self._lag_due = time.monotonic()
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -84,6 +90,7 @@ class LedgerWorker:
         idle_since = time.monotonic()
         try:
             while not stop.is_set():
+                self._report_lag()
                 if self.process_batch():
                     idle_since = time.monotonic()
                 elif idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
@@ -117,6 +124,21 @@ class LedgerWorker:
         consumer.assign(partitions)
         log.info("worker %s assigned %s", self.config.worker_id,
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions))
+
+    def _report_lag(self) -> None:
+        """Records behind the high watermark per assigned partition (on the embedded broker the
+        watermark counts record batches, so this understates lag there)."""
+        if self.on_consumer_lag is None or time.monotonic() < self._lag_due:
+            return
+        self._lag_due = time.monotonic() + self.lag_interval
+        for topic, partition in sorted(self.assigned):
+            try:
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=1)
+            except Exception as error:
+                log.debug("no watermark for %s[%d]: %s", topic, partition, error)
+                continue
+            applied = self.applied_offsets.get((topic, partition), -1)
+            self.on_consumer_lag(topic, partition, max(0, high - applied - 1))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:

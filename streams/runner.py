@@ -9,9 +9,13 @@ import sys
 from pathlib import Path
 
 from processors.pending import BatchCounts
+from schemas.slo import SloConfig, default_slo
 from streams.app import Timer, run_app
 from streams.broker import resolve_bootstrap
 from streams.kafka_config import FAST_GROUP_OVERRIDES
+from streams.ledger_files import wall_clock_micros
+from streams.metrics import LedgerMetrics, serve_metrics
+from streams.monitoring import FreshnessTicker
 from streams.pipeline import CommitObserver, LedgerWorker, WorkerConfig
 from streams.topics import TopicSettings, ensure_topics
 
@@ -21,7 +25,8 @@ log = logging.getLogger(__name__)
 def run_pipeline(state: Path, bootstrap: str | None, workers: int = 1, group_id: str = "edgeledger-ledger",
                  prefix: str = "edgeledger.", idle_exit_after: float | None = None,
                  observers: list[CommitObserver] | None = None,
-                 consumer_overrides: dict[str, str | int] | None = None) -> BatchCounts | None:
+                 consumer_overrides: dict[str, str | int] | None = None, metrics_port: int = 9108,
+                 slo: SloConfig | None = None, freshness_interval: float = 5.0) -> BatchCounts | None:
     """Run ``workers`` ledger workers in one consumer group until interrupted (or idle, for backfills)."""
     address, broker = resolve_bootstrap(bootstrap)
     topics = TopicSettings(prefix=prefix)
@@ -37,12 +42,31 @@ def run_pipeline(state: Path, bootstrap: str | None, workers: int = 1, group_id:
             overrides = {**FAST_GROUP_OVERRIDES, **overrides}
         if workers == 1:
             config = WorkerConfig(state, address, group_id, topics, consumer_overrides=overrides)
-            return run_worker(config, idle_exit_after, observers)
-        run_worker_processes(state, address, workers, group_id, prefix, idle_exit_after, overrides)
+            return run_monitored_worker(config, idle_exit_after, observers, metrics_port, slo, freshness_interval)
+        run_worker_processes(state, address, workers, group_id, prefix, idle_exit_after, overrides, metrics_port)
         return None
     finally:
         if broker is not None:
             broker.stop()
+
+
+def run_monitored_worker(config: WorkerConfig, idle_exit_after: float | None,
+                         observers: list[CommitObserver] | None, metrics_port: int,
+                         slo: SloConfig | None, freshness_interval: float = 5.0) -> BatchCounts:
+    """A worker with its metrics observer, ``/metrics`` on ``metrics_port`` (0: none) and the freshness timer."""
+    slo = slo or default_slo()
+    metrics = LedgerMetrics()
+    metrics.set_slo(slo)
+    server = serve_metrics(metrics.registry, metrics_port, "127.0.0.1")[0] if metrics_port else None
+    worker = LedgerWorker(config, observers=[metrics.observe_commit, *(observers or [])],
+                          on_consumer_lag=metrics.set_consumer_lag)
+    ticker = FreshnessTicker(worker.store, slo, metrics, config.bootstrap, config.topics, wall_clock_micros)
+    try:
+        return run_app(config.bootstrap, config.state_dir, worker, idle_exit_after,
+                       [(freshness_interval, ticker)])
+    finally:
+        if server is not None:
+            server.shutdown()
 
 
 def run_worker(config: WorkerConfig, idle_exit_after: float | None = None,
@@ -53,12 +77,14 @@ def run_worker(config: WorkerConfig, idle_exit_after: float | None = None,
 
 
 def run_worker_processes(state: Path, bootstrap: str, workers: int, group_id: str, prefix: str,
-                         idle_exit_after: float | None, consumer_overrides: dict[str, str | int]) -> None:
+                         idle_exit_after: float | None, consumer_overrides: dict[str, str | int],
+                         metrics_port: int) -> None:
     """One process per worker, each with its own state directory (``STATE/worker-N``), one group."""
     commands = []
     for index in range(workers):
         command = [sys.executable, "-m", "streams.cli", "run", "--state", str(state / f"worker-{index}"),
-                   "--bootstrap", bootstrap, "--group", group_id, "--topic-prefix", prefix]
+                   "--bootstrap", bootstrap, "--group", group_id, "--topic-prefix", prefix,
+                   "--metrics-port", str(metrics_port + index if metrics_port else 0)]
         if idle_exit_after is not None:
             command += ["--exit-when-idle", str(idle_exit_after)]
         for key, value in consumer_overrides.items():

@@ -1,0 +1,67 @@
+"""What `edgeledger run` does besides applying events: metrics, and the freshness monitor on a timer.
+
+The freshness tick (a faust timer) judges each tenant's sources against their SLOs, publishes
+every stale/fresh flip once to ``source-status``, records it so a restart neither repeats nor
+misses one, and refreshes the source and review-queue gauges.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from confluent_kafka import Producer
+
+from processors.freshness import FreshnessMonitor, stale_sources
+from schemas.slo import SloConfig
+from state.freshness_store import FreshnessStore
+from state.keys import unpack
+from state.store import LedgerStore
+from streams.kafka_config import producer_config
+from streams.metrics import LedgerMetrics
+from streams.topics import Topic, TopicSettings
+
+log = logging.getLogger(__name__)
+
+
+def tenants_with_activity(store: LedgerStore) -> list[str]:
+    """Tenants the ledger has applied a change or heartbeat for (``L`` holds one row per tenant and source)."""
+    return sorted({str(unpack(key[1:])[0]) for key, _ in store.kv.scan(b"L")})
+
+
+class FreshnessTicker:
+    def __init__(self, store: LedgerStore, slo: SloConfig, metrics: LedgerMetrics, bootstrap: str,
+                 topics: TopicSettings, clock: Callable[[], int]) -> None:
+        self.store = store
+        self.slo = slo
+        self.metrics = metrics
+        self.statuses = FreshnessStore(store.kv)
+        self.monitors: dict[str, FreshnessMonitor] = {}
+        self.producer = Producer(producer_config(bootstrap))
+        self.topic = topics.name(Topic.SOURCE_STATUS)
+        self.clock = clock
+
+    def __call__(self) -> None:
+        now = self.clock()
+        activities = []
+        stale_anywhere: set[str] = set()
+        review_depth = 0
+        for tenant in tenants_with_activity(self.store):
+            activity = self.store.source_activity(tenant)
+            activities += activity.values()
+            monitor = self.monitors.get(tenant) or self.statuses.monitor(tenant, self.slo)
+            self.monitors[tenant] = monitor
+            transitions = monitor.evaluate(activity, now)
+            for transition in transitions:
+                event = transition.to_event()
+                self.producer.produce(self.topic, key=f"{tenant}/{transition.source}".encode(),
+                                      value=event.model_dump_json().encode())
+                log.warning("source %s for tenant %s is now %s", transition.source, tenant, transition.status)
+            if transitions:
+                self.producer.flush(10)
+                self.statuses.record(transitions)
+            stale_anywhere |= stale_sources(activity, self.slo, now)
+            review_depth += sum(1 for _ in self.store.review_items(tenant))
+        self.metrics.set_source_status(activities, stale_anywhere, self.slo.sources)
+        self.metrics.set_review_depth(review_depth)
+
