@@ -1,0 +1,361 @@
+"""The traversal cache: what an answer depends on, how it is keyed, and exactly what invalidates it.
+
+**Current or past.** A request is *current* when ``known_at >= last_tx``, the transaction time of
+the last change the reader has seen. Every version's ``tx_from`` and ``tx_to`` are at most
+``last_tx``, so all current requests see the same beliefs whatever their ``known_at``; they share
+one entry, and the ``known_at`` in the returned JSON is the caller's. A *past* request
+(``known_at < last_tx``) is keyed by its exact ``known_at``. Its beliefs can never change
+(transaction time strictly increases, so a later version or closing is invisible to it), but its
+answer can: the traversal counts every record it reads towards ``counts.edges_read`` and the
+``max_expansions`` budget, including versions appended after ``known_at``, so a past answer's
+counts, and near that ceiling its truncation, move when its adjacencies grow. Past entries are
+therefore indexed and invalidated by the same rule as current ones. (Were the traversal to skip
+versions appended after ``known_at`` without counting them, past answers would be immutable and
+would need no index rows.)
+
+**Valid time.** An answer depends on ``valid_at`` only through ``version.valid_at(valid_at)`` on
+the versions the traversal read, so it is the same for every ``valid_at`` between two consecutive
+``valid_from``/``valid_to`` boundaries of those versions. Each entry stores that window and serves
+any ``valid_at`` inside it: a request without an explicit ``valid_at`` ("now", which moves with the
+wall clock) hits until now crosses a boundary of the data it read, then misses and recomputes.
+
+**Invalidation.** An entry records its read set: the (tenant, node, relationship, direction)
+adjacencies it read. An appended or closed version (src, rel, dst) changes exactly the adjacency
+lists (tenant, src, rel, out) and (tenant, dst, rel, in), so it invalidates exactly the entries
+whose read set holds one of them, including answers it would *add* to, whose evidence does not
+contain it. ``CachedQueryEngine`` catches up before each request: it asks for the tenant's
+versions changed since the last transaction it processed and invalidates by them.
+
+**Identity and coverage are checked on every hit.** Anchor resolution (identifiers, aliases),
+entity names in ``results`` and stale sources do not come from adjacencies: an ``alias`` command
+or a rename appends no edge version, and staleness moves with the wall clock. A hit re-resolves
+the anchor, re-reads result names and re-asks for stale sources (a few point reads, no traversal)
+and is dropped and recomputed when any of them differs.
+
+**Merges and splits** are not applied by the ledger yet. When they are, applying one must call
+``CachedQueryEngine.invalidate_entities(tenant, [keep, absorb])``: it drops every entry that read
+any adjacency of either entity; anchors that resolve through an alias are re-checked on hit.
+
+``changed-between`` without ``to`` ends its window at ``known_at``, so its current answers depend on
+the exact ``known_at``; they are not cached (``bypass``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Literal, Protocol
+
+from processors.model import Direction, EdgeVersion, Entity
+from processors.ports import GraphReader
+from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, plan_for, resolve_anchor
+from schemas.cache import CacheInvalidation
+from schemas.ontology import Ontology
+from schemas.results import QueryResult
+from schemas.times import format_micros
+
+ReadKey = tuple[str, str, str, Direction]
+"""(tenant, node, relationship, direction): one adjacency list a traversal read."""
+
+CacheStatus = Literal["hit", "miss", "bypass"]
+ChangesSince = Callable[[str, int], list[EdgeVersion]]
+"""(tenant, after_tx) -> the tenant's versions appended or closed at a transaction time after ``after_tx``."""
+
+
+def is_current(known_at: int, last_tx: int) -> bool:
+    """Whether a request sees every belief the ledger holds (and so may change with the next write)."""
+    return known_at >= last_tx
+
+
+def touched_read_keys(version: EdgeVersion) -> tuple[ReadKey, ReadKey]:
+    """The two adjacency lists an appended or closed version changes."""
+    return (version.tenant, version.src, version.rel, "out"), (version.tenant, version.dst, version.rel, "in")
+
+
+def is_cacheable(request: QueryRequest, current: bool) -> bool:
+    return not (current and request.name == "changed-between" and request.changed_to is None)
+
+
+def _canonical(value: object) -> object:
+    """A value whose ``repr`` is the same in every process (sets sorted, dataclasses as field tuples)."""
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, frozenset | set):
+        return sorted(_canonical(v) for v in value)
+    if isinstance(value, tuple | list):
+        return tuple(_canonical(v) for v in value)
+    if hasattr(value, "__dataclass_fields__"):
+        return tuple((f.name, _canonical(getattr(value, f.name))) for f in fields(value))
+    raise TypeError(f"cannot key a {type(value).__name__}")
+
+
+_KEYED_FIELDS = tuple(f.name for f in fields(QueryRequest) if f.name not in ("valid_at", "known_at"))
+
+
+def request_key(request: QueryRequest, current: bool) -> str:
+    """Every field of the request except ``valid_at`` (an entry's window covers it) and, when current,
+    ``known_at``. Derived from the dataclass fields, so a field added to ``QueryRequest`` joins the key;
+    the same in every process, so replicas name the same answer the same way."""
+    parts = [(name, _canonical(getattr(request, name))) for name in _KEYED_FIELDS]
+    parts.append(("known_at", "current" if current else request.known_at))
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=16).hexdigest()
+    return f"{request.name}:{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class ValidWindow:
+    """``[start, end)`` in valid time; ``None`` is unbounded."""
+
+    start: int | None = None
+    end: int | None = None
+
+    def contains(self, instant: int) -> bool:
+        return (self.start is None or self.start <= instant) and (self.end is None or instant < self.end)
+
+
+def valid_window(boundaries: Iterable[int], valid_at: int) -> ValidWindow:
+    """The widest window around ``valid_at`` that no boundary splits."""
+    below = [b for b in boundaries if b <= valid_at]
+    above = [b for b in boundaries if b > valid_at]
+    return ValidWindow(max(below) if below else None, min(above) if above else None)
+
+
+def entry_key(base: str, window: ValidWindow) -> str:
+    """Deterministic, so replicas name the same answer the same way in invalidation records."""
+    start = "-" if window.start is None else str(window.start)
+    end = "-" if window.end is None else str(window.end)
+    return f"{base}:{start}:{end}"
+
+
+def base_of(key: str) -> str:
+    return key.rsplit(":", 2)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    key: str
+    base: str
+    tenant: str
+    current: bool
+    window: ValidWindow
+    read_set: frozenset[ReadKey]
+    result_json: bytes
+
+
+class CacheBackend(Protocol):
+    """Where entries live; ``state.cache_store.CacheStore`` implements it."""
+
+    def find(self, base: str, valid_at: int) -> CacheEntry | None:
+        """An entry for ``base`` whose window contains ``valid_at``."""
+        ...
+
+    def put(self, entry: CacheEntry) -> int:
+        """Store (or replace) an entry; returns how many old entries were evicted to stay in bounds."""
+        ...
+
+    def remove(self, keys: Iterable[str]) -> int:
+        """Drop entries and their index rows; returns how many existed."""
+        ...
+
+    def keys_reading(self, read_key: ReadKey) -> list[str]: ...
+
+    def keys_reading_node(self, tenant: str, node: str) -> list[str]:
+        """Entries that read any adjacency of ``node``."""
+        ...
+
+    def clear(self) -> None: ...
+
+
+@dataclass
+class RecordingReader:
+    """Passes reads through and remembers the valid-time boundaries of every version it returned."""
+
+    inner: GraphReader
+    boundaries: set[int] = field(default_factory=set)
+
+    def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
+        versions = list(self.inner.adjacent(tenant, node, rel, direction))
+        for version in versions:
+            if version.valid_from is not None:
+                self.boundaries.add(version.valid_from)
+            if version.valid_to is not None:
+                self.boundaries.add(version.valid_to)
+        return versions
+
+    def entity(self, tenant: str, entity_id: str) -> Entity | None:
+        return self.inner.entity(tenant, entity_id)
+
+    def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
+        return self.inner.alias_targets(tenant, normalised, known_at)
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    bypassed: int = 0
+    invalidated: int = 0
+    """Entries dropped because a changed version touched their read set (or an identity change)."""
+    revalidation_misses: int = 0
+    """Hits refused because the anchor, a result name or the stale sources had changed."""
+    evicted: int = 0
+
+
+def fan_out(versions: Iterable[EdgeVersion], backend: CacheBackend) -> dict[str, dict[str, set[str]]]:
+    """tenant -> entry key -> ids of the versions that touched its read set."""
+    causes: dict[str, dict[str, set[str]]] = {}
+    for version in versions:
+        for read_key in touched_read_keys(version):
+            for key in backend.keys_reading(read_key):
+                causes.setdefault(version.tenant, {}).setdefault(key, set()).add(version.edge_id)
+    return causes
+
+
+def invalidation_record(tenant: str, caused_by: Mapping[str, Iterable[str]]) -> CacheInvalidation:
+    by_key = {key: sorted(set(edge_ids)) for key, edge_ids in sorted(caused_by.items())}
+    return CacheInvalidation(
+        tenant=tenant,
+        causing_edge_ids=sorted({edge_id for edge_ids in by_key.values() for edge_id in edge_ids}),
+        invalidated_keys=list(by_key),
+        caused_by=by_key,
+    )
+
+
+def _ignore(record: CacheInvalidation) -> None:
+    return None
+
+
+@dataclass
+class CachedQueryEngine:
+    """``QueryEngine`` behind the cache. A cached answer equals the uncached one for the same reader view.
+
+    The backend must hold no current entries the engine did not put there (it is cleared on
+    construction): the engine learns a tenant's changes from the transaction time it first saw.
+    """
+
+    reader: GraphReader
+    ontology: Ontology
+    backend: CacheBackend
+    last_tx: Callable[[], int]
+    changes_since: ChangesSince
+    stale_sources: StaleSources = no_stale_sources
+    on_invalidation: Callable[[CacheInvalidation], None] = _ignore
+    """Called with each non-empty invalidation record (the ``cache-invalidations`` topic hooks in here)."""
+    stats: CacheStats = field(default_factory=CacheStats)
+    decoded_entries: int = 1_024
+    """Decoded results kept beside the backend, so a hit costs no JSON parsing."""
+    _synced: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _decoded: OrderedDict[str, tuple[bytes, QueryResult]] = field(default_factory=OrderedDict, init=False,
+                                                                   repr=False)
+
+    def __post_init__(self) -> None:
+        self.backend.clear()
+
+    def run(self, request: QueryRequest) -> QueryResult:
+        return self.run_with_status(request)[0]
+
+    def run_with_status(self, request: QueryRequest) -> tuple[QueryResult, CacheStatus]:
+        """The answer and where it came from. A hit shares nested objects with the cache: treat
+        results as read-only (serialise them, do not edit them)."""
+        current = is_current(request.known_at, self.last_tx())
+        self.catch_up(request.tenant)
+        if not is_cacheable(request, current):
+            self.stats.bypassed += 1
+            return QueryEngine(self.reader, self.ontology, self.stale_sources).run(request), "bypass"
+        base = request_key(request, current)
+        entry = self.backend.find(base, request.valid_at)
+        if entry is not None:
+            result = self._decode(entry)
+            if self._still_holds(result, request):
+                self.stats.hits += 1
+                clocks = {"valid_at": format_micros(request.valid_at) or "",
+                          "known_at": format_micros(request.known_at) or ""}
+                return result.model_copy(update=clocks), "hit"
+            self.stats.revalidation_misses += 1
+            self.backend.remove([entry.key])
+        self.stats.misses += 1
+        recorder = RecordingReader(self.reader)
+        result, read_set = QueryEngine(recorder, self.ontology, self.stale_sources).run_with_read_set(request)
+        window = valid_window(recorder.boundaries, request.valid_at)
+        tenant = request.tenant
+        self.stats.evicted += self.backend.put(
+            CacheEntry(
+                key=entry_key(base, window),
+                base=base,
+                tenant=tenant,
+                current=current,
+                window=window,
+                read_set=frozenset((tenant, node, rel, d) for node, rel, d in read_set),
+                result_json=result.model_dump_json().encode(),
+            )
+        )
+        return result, "miss"
+
+    def catch_up(self, tenant: str) -> list[CacheInvalidation]:
+        """Invalidate by the tenant's versions changed since the last transaction time processed for it."""
+        last = self.last_tx()
+        synced = self._synced.get(tenant)
+        if synced is None:
+            self._synced[tenant] = last
+            return []
+        if last < synced:
+            self.backend.clear()
+            self._synced = {tenant: last}
+            return []
+        if last == synced:
+            return []
+        records = self.invalidate_with_records(self.changes_since(tenant, synced))
+        self._synced[tenant] = last
+        return records
+
+    def invalidate(self, versions: Iterable[EdgeVersion]) -> list[str]:
+        """Drop every entry whose read set an appended or closed version touches; their keys."""
+        return sorted(key for record in self.invalidate_with_records(versions) for key in record.invalidated_keys)
+
+    def invalidate_with_records(self, versions: Iterable[EdgeVersion]) -> list[CacheInvalidation]:
+        records = []
+        for tenant, caused_by in sorted(fan_out(versions, self.backend).items()):
+            self.stats.invalidated += self.backend.remove(caused_by)
+            record = invalidation_record(tenant, caused_by)
+            self.on_invalidation(record)
+            records.append(record)
+        return records
+
+    def invalidate_entities(self, tenant: str, entity_ids: Iterable[str]) -> list[str]:
+        """The hook for identity merges and splits: drop entries that read anything at these entities."""
+        keys = sorted({key for entity_id in entity_ids for key in self.backend.keys_reading_node(tenant, entity_id)})
+        self.stats.invalidated += self.backend.remove(keys)
+        return keys
+
+    def _decode(self, entry: CacheEntry) -> QueryResult:
+        """The entry's result, parsed once while its bytes stay the same (a replaced entry has new bytes)."""
+        known = self._decoded.get(entry.key)
+        if known is not None and (known[0] is entry.result_json or known[0] == entry.result_json):
+            self._decoded.move_to_end(entry.key)
+            return known[1]
+        result = QueryResult.model_validate_json(entry.result_json)
+        self._decoded[entry.key] = (entry.result_json, result)
+        if len(self._decoded) > self.decoded_entries:
+            self._decoded.popitem(last=False)
+        return result
+
+    def _still_holds(self, result: QueryResult, request: QueryRequest) -> bool:
+        """What the adjacency read set does not cover: the anchor, result names, stale sources."""
+        tenant = request.tenant
+        anchor = resolve_anchor(self.reader, tenant, request.entity, request.known_at)
+        if anchor != result.anchor:
+            return False
+        for answer in result.results:
+            entity = self.reader.entity(tenant, answer.entity)
+            if (entity.name if entity else None) != answer.name:
+                return False
+        if anchor.entity is None:
+            return True
+        return self.stale_sources(tenant, self._relationships(request)) == result.coverage.stale_sources
+
+    def _relationships(self, request: QueryRequest) -> frozenset[str]:
+        if request.name == "changed-between":
+            return frozenset(self.ontology.relationships)
+        return plan_for(request, self.ontology).relationships

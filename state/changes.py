@@ -1,0 +1,150 @@
+"""How a query replica that shares the state directory learns what changed.
+
+``versions_changed_since`` reads the ``T`` table (tenant, tx, ``a``/``c``, edge_id) for transaction
+times after a given one. ``OrderedKV`` offers prefix scans only, so the range ``(after_tx, last_tx]``
+is covered by the few byte prefixes of the encoded integers that span it exactly (at most 255 per
+byte on each side of the range, in practice a handful), each one prefix scan.
+
+``LedgerFollower`` is a read-only view of a directory another process writes. A RocksDB secondary
+sees new writes only after catching up with the primary, which ``RocksKV`` does when it opens; the
+follower reopens its reader when the directory's files changed (every write appends to the
+write-ahead log, so a write always changes a file's size or modification time), at most once per
+``min_interval_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from processors.model import Direction, EdgeVersion, Entity, SourceActivity
+from state.keys import pack, unpack
+from state.open import open_reader
+from state.store import LedgerStore
+
+log = logging.getLogger(__name__)
+_INT_TAG = pack(0)[:1]
+_SIGN = 1 << 63
+_WIDTH = 8
+
+
+def _cover(prefix: bytes, low: int, high: int, width: int, out: list[bytes]) -> None:
+    """Append the prefixes whose completions to ``width`` more bytes are exactly [low, high]."""
+    if low == 0 and high == (1 << (8 * width)) - 1:
+        out.append(prefix)
+        return
+    shift = 8 * (width - 1)
+    rest = (1 << shift) - 1
+    low_top, high_top = low >> shift, high >> shift
+    if low_top == high_top:
+        _cover(prefix + bytes([low_top]), low & rest, high & rest, width - 1, out)
+        return
+    _cover(prefix + bytes([low_top]), low & rest, rest, width - 1, out)
+    out.extend(prefix + bytes([top]) for top in range(low_top + 1, high_top))
+    _cover(prefix + bytes([high_top]), 0, high & rest, width - 1, out)
+
+
+def int_range_prefixes(low: int, high: int) -> list[bytes]:
+    """Key prefixes (as ``state.keys.pack`` encodes an int) that together match exactly the ints in
+    [low, high], in ascending order."""
+    if low > high:
+        return []
+    out: list[bytes] = []
+    _cover(_INT_TAG, low + _SIGN, high + _SIGN, _WIDTH, out)
+    return out
+
+
+def versions_changed_since(store: LedgerStore, tenant: str, after_tx: int) -> list[EdgeVersion]:
+    """The tenant's versions appended or closed at a transaction time after ``after_tx``, each once, in
+    the order of their first change, as stored now (a version appended and then closed carries its ``tx_to``)."""
+    tenant_prefix = b"T" + pack(tenant)
+    edge_ids: dict[str, None] = {}
+    for prefix in int_range_prefixes(after_tx + 1, store.last_tx()):
+        for key, _ in store.kv.scan(tenant_prefix + prefix):
+            edge_ids.setdefault(str(unpack(key[1:])[-1]), None)
+    versions = (store.version(tenant, edge_id) for edge_id in edge_ids)
+    return [version for version in versions if version is not None]
+
+
+_NOT_DATA = ("LOG", "LOCK", "rocksdict-config.json")
+"""Files that change without a write: RocksDB's info log and lock, and rocksdict's config (rewritten on
+every open, also by a reader)."""
+
+
+def directory_fingerprint(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of the directory's files: any RocksDB write changes it (the write-ahead log
+    grows, or a flush adds files)."""
+    found = []
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.is_file() and not entry.name.startswith(_NOT_DATA):
+                stat = entry.stat()
+                found.append((entry.name, stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+class LedgerFollower:
+    """A ``GraphReader`` over the ledger another process writes, refreshed on demand. Not thread-safe."""
+
+    def __init__(self, path: Path, min_interval_s: float = 0.25,
+                 opener: Callable[[Path], LedgerStore] = open_reader,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.path = Path(path)
+        self.min_interval_s = min_interval_s
+        self._open = opener
+        self._monotonic = monotonic
+        self._fingerprint = directory_fingerprint(self.path)
+        self.store = opener(self.path)
+        self._checked_at = monotonic()
+        self.reopened = 0
+
+    def refresh(self) -> bool:
+        """Reopen the reader if the directory changed since the last look; whether it did. The new reader
+        is opened before the old one closes, so a failed open leaves the old view in place (and the
+        next look tries again)."""
+        now = self._monotonic()
+        if now - self._checked_at < self.min_interval_s:
+            return False
+        self._checked_at = now
+        fingerprint = directory_fingerprint(self.path)
+        if fingerprint == self._fingerprint:
+            return False
+        try:
+            fresh = self._open(self.path)
+        except Exception:
+            log.warning("could not reopen the ledger at %s; answering from the previous view", self.path,
+                        exc_info=True)
+            return False
+        self.store, stale = fresh, self.store
+        stale.close()
+        self._fingerprint = fingerprint
+        self.reopened += 1
+        return True
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- GraphReader and what the cache needs --------------------------------------------------------------
+    def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
+        return self.store.adjacent(tenant, node, rel, direction)
+
+    def adjacent_any(self, tenant: str, node: str) -> list[EdgeVersion]:
+        return self.store.adjacent_any(tenant, node)
+
+    def entity(self, tenant: str, entity_id: str) -> Entity | None:
+        return self.store.entity(tenant, entity_id)
+
+    def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
+        return self.store.alias_targets(tenant, normalised, known_at)
+
+    def last_tx(self) -> int:
+        return self.store.last_tx()
+
+    def source_activity(self, tenant: str) -> dict[str, SourceActivity]:
+        return self.store.source_activity(tenant)
+
+    def changes_since(self, tenant: str, after_tx: int) -> list[EdgeVersion]:
+        return versions_changed_since(self.store, tenant, after_tx)

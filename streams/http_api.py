@@ -1,0 +1,446 @@
+"""The HTTP API for agents: one endpoint per traversal, the contract's JSON, the OpenAPI document
+generated from the pydantic models, ``/metrics`` and ``/healthz``.
+
+It reads the ledger as a RocksDB secondary (``state.changes.LedgerFollower``), so it runs beside a
+writer on the same state directory. Before answering, it looks whether the directory changed (at
+most every ``refresh_interval_s``) and reopens its reader if so; the cached engine then catches up
+on the tenant's changed versions (``state.changes.versions_changed_since``) and invalidates the
+answers they touch, so a cached answer is never staler than the reader's view. Requests are
+serialised by one lock: a query is a few RocksDB reads, and the reader swaps under the lock.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import uvicorn
+from fastapi import FastAPI, Query, Request
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
+
+from processors.cache import CachedQueryEngine, CacheStatus
+from processors.freshness import stale_sources_for_queries
+from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, parse_edge_allowlist
+from processors.traversal import Limits, PlanRefused
+from schemas.ontology import Ontology, default_ontology
+from schemas.results import HistoryResult, QueryResult
+from schemas.slo import SloConfig
+from schemas.times import format_micros, parse_micros
+from state.cache_store import CacheStore
+from state.changes import LedgerFollower
+from state.kv import RocksKV
+from streams.ledger_files import wall_clock_micros
+from streams.metrics import LedgerMetrics
+
+DEFAULTS = Limits()
+TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$"
+CACHE_HEADER = "X-Edgeledger-Cache"
+
+
+# -- request and response models (the OpenAPI document is generated from these) -----------------------------
+class ErrorOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    detail: str = Field(description="What is wrong with the request and how to fix it.")
+    errors: list[dict[str, Any]] = Field(default_factory=list, description="One item per invalid parameter.")
+
+
+class HealthOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok"] = "ok"
+    last_tx: str | None = Field(description="Transaction time of the newest change the reader has seen.")
+    cache_entries: int
+
+
+Instant = Annotated[
+    str | SkipJsonSchema[None],
+    Field(description="ISO-8601 date or datetime with a timezone ('Z' or an offset); a date alone is midnight "
+                      "UTC. Default: now.", examples=["2026-04-22", "2026-04-22T10:14:00Z"]),
+]
+
+
+class Params(BaseModel):
+    """Parameters every traversal takes. Unknown parameters are refused rather than ignored."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    entity: str = Field(min_length=1, max_length=512,
+                        description="Canonical id (Type:system-id, e.g. Component:cmdb:CI0042), an alias "
+                                    "('settlement connector') or Type:name.")
+    valid_at: Instant = None
+    known_at: Instant = None
+    max_depth: int = Field(DEFAULTS.max_depth, ge=1, le=20, description="Hops from the anchor.")
+    max_expansions: int = Field(DEFAULTS.max_expansions, ge=1, le=100_000,
+                                description="Edge records read (before filtering), across the whole walk.")
+    max_paths: int = Field(DEFAULTS.max_paths, ge=1, le=10_000, description="Paths returned.")
+    max_evidence_tokens: int = Field(DEFAULTS.max_evidence_tokens, ge=1, le=1_000_000,
+                                     description="Evidence text returned, ~4 characters a token; beyond it an "
+                                                 "edge comes with evidence_omitted: true.")
+    max_degree: int = Field(DEFAULTS.max_degree, ge=1, le=10_000,
+                            description="Neighbours taken per node (hubs are cut and reported).")
+
+
+class TypedParams(Params):
+    types: str | SkipJsonSchema[None] = Field(
+        None, max_length=512, description="Only enter nodes of these entity types (comma list, e.g. Team,Person).")
+
+
+class DepthParams(TypedParams):
+    depth: int = Field(1, ge=1, le=10, description="Hops of the first step (1: direct neighbours only).")
+
+
+class ApprovalParams(Params):
+    depth: int = Field(1, ge=1, le=10, description="Hops of reverse depends_on before following ownership.")
+
+
+class TraverseParams(TypedParams):
+    edges: str = Field(min_length=1, max_length=1024,
+                       description="Allowlist of relationship:direction, comma separated: "
+                                   "depends_on:in,owned_by:out. Direction is out, in or both (the default).")
+
+
+class ChangedParams(Params):
+    from_: str = Field(alias="from", min_length=1, max_length=64,
+                       description="Window start (ISO-8601), inclusive.", examples=["2026-04-01"])
+    to: str | SkipJsonSchema[None] = Field(None, max_length=64,
+                                           description="Window end (ISO-8601), exclusive. Default: known_at.")
+    axis: Literal["valid", "tx"] = Field("valid", description="valid: when the facts started or ended in the "
+                                                              "world; tx: when the ledger appended or closed them.")
+
+
+class HistoryParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    entity: str = Field(min_length=1, max_length=512, description="Canonical id, alias or Type:name.")
+    known_at: Instant = None
+    valid_at: str | SkipJsonSchema[None] = Field(None, max_length=64,
+                                                 description="Only versions valid at this time (ISO-8601).")
+    rel: str | SkipJsonSchema[None] = Field(None, max_length=64, description="Only this relationship.")
+
+
+Tenant = Annotated[str, PathParam(pattern=TENANT_PATTERN, description="Tenant to read; every read needs one.")]
+
+
+# -- descriptions: what each traversal is for, and what it is not for -----------------------------------------
+COMMON = """
+
+**Clocks.** `valid_at` is when in the world, `known_at` is as the ledger believed at that time; both
+default to now. An answer for a past `known_at` never changes.
+
+**Dispositions.** `answer`: there are results, each with a path of edge ids from the anchor (cite them).
+`none`: the anchor resolved, nothing was truncated and the sources are fresh: as recorded, there is none.
+`unknown` is **not** `none`: the anchor did not resolve, a ceiling was hit (`truncated`, `limits_hit`,
+`frontier`) or a source it depends on is stale (`coverage.stale_sources`). `ambiguous`: the entity text
+names several entities; ask again with one of `anchor.candidates`.
+
+**Ceilings.** `max_depth`, `max_expansions` (edge records read), `max_paths`, `max_evidence_tokens`,
+`max_degree` (per node). A hit ceiling is reported, never hidden; raise it or narrow the question.
+
+The `X-Edgeledger-Cache` response header says whether the answer came from the cache (`hit`), was
+computed (`miss`) or is not cacheable (`bypass`); a cached answer equals a computed one."""
+
+DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "owners-of": (
+        "Operational owner of an entity",
+        "Follows `owned_by` one hop out: the team or person that operates the entity, as each source "
+        "authority (for example the CMDB) records it. Use it to find who runs X or whom to ask about it.\n\n"
+        "Not for: who must approve a change (use approvals-required-for); reporting lines or team "
+        "membership. Two owners can appear when two sources disagree: both are kept and the conflict waits "
+        "in the review queue; do not pick one silently.",
+    ),
+    "dependents-of": (
+        "What depends on an entity (blast radius)",
+        "Follows `depends_on` in reverse, `depth` hops (1: direct dependents; more: transitive, each with its "
+        "path). Use it for the impact of a change or an outage of X.\n\n"
+        "Not for: what X itself depends on (use traverse with edges=depends_on:out), or ownership.",
+    ),
+    "approvals-required-for": (
+        "Approval roles a change to an entity needs",
+        "Dependents of X (reverse `depends_on`, `depth` hops) -> their `owned_by` teams -> `governed_by` "
+        "policies -> `requires` approval roles; the answers are the roles. Use it to route a change for "
+        "sign-off.\n\n"
+        "Not for: the people who hold the roles (`holds_role` is not followed), nor ownership. The path starts "
+        "at X's dependents: X's own owner's policies count only through a dependent. An empty answer with "
+        "disposition `unknown` does not mean that no approval is needed.",
+    ),
+    "changed-between": (
+        "Changes at an entity between two times",
+        "Edges at X that started or ended in [from, to) in valid time (`axis=valid`, as known at `known_at`), "
+        "or that the ledger appended or closed in that window (`axis=tx`: what was learned when); listed in "
+        "`changes`. Use it for audits and for explaining why an answer moved.\n\n"
+        "Not for: changes elsewhere in the graph (only X's own edges, one hop). `to` defaults to `known_at`.",
+    ),
+    "neighbourhood": (
+        "Everything around an entity",
+        "Every relationship of the ontology, both directions, `depth` hops. Use it to get oriented around an "
+        "unfamiliar entity.\n\n"
+        "Not for: answering a specific question: use the named traversal, which follows only what the question "
+        "needs and can honestly answer `none`. Hubs hit `max_degree` quickly.",
+    ),
+    "traverse": (
+        "General bounded walk over an allowlist of relationships",
+        "Follows only the listed relationship:direction pairs (`edges=depends_on:in,owned_by:out`), up to "
+        "`max_depth` hops; every node reached is an answer. Use it for questions the named traversals do not "
+        "cover.\n\n"
+        "Not for: unbounded exploration. A relationship outside the ontology is refused (422). Here `max_depth` "
+        "is the number of hops asked for, so reaching it is not reported as truncation.",
+    ),
+}
+
+HISTORY_DESCRIPTION = (
+    "Every version of every edge at the entity, with both intervals (valid time and transaction time), "
+    "as known at `known_at`; optionally only one relationship (`rel`) or only versions valid at `valid_at`. "
+    "Use it for audits, to explain why an answer changed, or to find edge ids to revoke.\n\n"
+    "Not for: the current answer to a question: closed and superseded versions are included. Not cached."
+)
+
+ERRORS = {422: {"model": ErrorOut, "description": "The request is invalid; `detail` says why."}}
+
+
+class BadRequest(ValueError):
+    """A request parameter that parsed but means nothing (a bad date, an unknown relationship)."""
+
+
+# -- the service behind the routes -------------------------------------------------------------------------------
+class LedgerService:
+    """The follower, the cached engine, metrics and the lock that serialises them."""
+
+    def __init__(self, state_dir: Path, cache_kv: RocksKV, ontology: Ontology, refresh_interval_s: float,
+                 max_cache_entries: int, memory_cache_entries: int, slo: SloConfig | None,
+                 metrics: LedgerMetrics, wall_clock: Callable[[], int]) -> None:
+        self.ontology = ontology
+        self.metrics = metrics
+        self.wall_clock = wall_clock
+        self.lock = threading.Lock()
+        self.closed = False
+        self.follower = LedgerFollower(state_dir, refresh_interval_s)
+        self.cache = CacheStore(cache_kv, max_cache_entries, memory_cache_entries)
+        stale: StaleSources = no_stale_sources
+        if slo is not None:
+            stale = stale_sources_for_queries(ontology, slo, self.follower.source_activity, wall_clock)
+        self.engine = CachedQueryEngine(
+            self.follower, ontology, self.cache, self.follower.last_tx, self.follower.changes_since, stale,
+            on_invalidation=lambda record: metrics.observe_invalidations(len(record.invalidated_keys)),
+        )
+
+    def close(self) -> None:
+        """Idempotent: an ASGI server may run the lifespan more than once over one app object."""
+        if not self.closed:
+            self.closed = True
+            self.follower.close()
+            self.cache.close()
+
+    def query(self, request: QueryRequest) -> tuple[QueryResult, CacheStatus]:
+        with self.lock:
+            self.follower.refresh()
+            result, status = self.engine.run_with_status(request)
+        self.metrics.observe_query(result)
+        if status != "bypass":
+            self.metrics.observe_cache(status == "hit")
+        return result, status
+
+    def history(self, tenant: str, params: HistoryParams) -> HistoryResult:
+        if params.rel is not None and params.rel not in self.ontology.relationships:
+            raise BadRequest(f"rel: unknown relationship {params.rel!r}; one of: "
+                             f"{', '.join(self.ontology.relationships)}")
+        now = self.wall_clock()
+        known_at = instant(params.known_at, "known_at", now)
+        valid_at = instant(params.valid_at, "valid_at", now) if params.valid_at is not None else None
+        with self.lock:
+            self.follower.refresh()
+            return QueryEngine(self.follower, self.ontology).history(
+                tenant, params.entity, known_at, valid_at, params.rel, self.follower.adjacent_any)
+
+    def health(self) -> HealthOut:
+        with self.lock:
+            self.follower.refresh()
+            last = self.follower.last_tx()
+            return HealthOut(last_tx=format_micros(last) if last > -(1 << 62) else None,
+                             cache_entries=len(self.cache))
+
+
+def instant(text: str | None, name: str, now: int) -> int:
+    """An ISO-8601 parameter in microseconds; ``now`` when it was not given."""
+    if text is None:
+        return now
+    try:
+        return parse_micros(text)
+    except (ValueError, OverflowError) as error:
+        raise BadRequest(f"{name}: {text!r} is not an ISO-8601 date or datetime with a timezone ({error})") from None
+
+
+def build_request(name: str, tenant: str, params: Params, ontology: Ontology,
+                  wall_clock: Callable[[], int]) -> QueryRequest:
+    """The engine's request from validated parameters; meaningless values raise ``BadRequest``."""
+    now = wall_clock()
+    options: dict[str, Any] = {}
+    types = getattr(params, "types", None)
+    if types:
+        wanted = frozenset(t.strip() for t in types.split(",") if t.strip())
+        unknown = sorted(wanted - set(ontology.entity_types))
+        if unknown or not wanted:
+            raise BadRequest(f"types: unknown entity type(s) {', '.join(unknown) or '(none given)'}; one of: "
+                             f"{', '.join(ontology.entity_types)}")
+        options["node_types"] = wanted
+    if isinstance(params, DepthParams | ApprovalParams):
+        options["depth"] = params.depth
+    if isinstance(params, TraverseParams):
+        try:
+            options["edges"] = parse_edge_allowlist(params.edges)
+        except ValueError as error:
+            raise BadRequest(f"edges: {error}") from None
+        unknown = sorted({rel for rel, _ in options["edges"]} - set(ontology.relationships))
+        if unknown:
+            raise BadRequest(f"edges: unknown relationship(s) {', '.join(unknown)}; one of: "
+                             f"{', '.join(ontology.relationships)}")
+    if isinstance(params, ChangedParams):
+        options["changed_from"] = instant(params.from_, "from", now)
+        options["changed_to"] = instant(params.to, "to", now) if params.to is not None else None
+        if options["changed_to"] is not None and options["changed_to"] <= options["changed_from"]:
+            raise BadRequest("from must be before to: the window is [from, to)")
+        options["axis"] = params.axis
+    return QueryRequest(
+        name=name,
+        tenant=tenant,
+        entity=params.entity,
+        valid_at=instant(params.valid_at, "valid_at", now),
+        known_at=instant(params.known_at, "known_at", now),
+        limits=Limits(params.max_depth, params.max_expansions, params.max_paths, params.max_evidence_tokens,
+                      params.max_degree),
+        **options,
+    )
+
+
+def _error(status: int, detail: str, errors: list[dict[str, Any]] = ()) -> JSONResponse:
+    return JSONResponse(status_code=status, content=ErrorOut(detail=detail, errors=list(errors)).model_dump())
+
+
+def _describe_validation(error: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
+    items = []
+    for item in error.errors():
+        location = ".".join(str(part) for part in item.get("loc", ()) if part not in ("query", "path"))
+        message = "unknown parameter" if item.get("type") == "extra_forbidden" else str(item.get("msg", "invalid"))
+        items.append({"parameter": location, "message": message})
+    detail = "; ".join(f"{i['parameter']}: {i['message']}" if i["parameter"] else i["message"] for i in items)
+    return detail or "invalid request", items
+
+
+# -- the app ---------------------------------------------------------------------------------------------------------
+def create_app(
+    state_dir: Path,
+    *,
+    cache_dir: Path | None = None,
+    refresh_interval_s: float = 0.25,
+    max_cache_entries: int = 50_000,
+    memory_cache_entries: int = 2_000,
+    ontology: Ontology | None = None,
+    slo: SloConfig | None = None,
+    metrics: LedgerMetrics | None = None,
+    wall_clock: Callable[[], int] = wall_clock_micros,
+) -> FastAPI:
+    """The API over the ledger at ``state_dir``, opened read-only. ``cache_dir`` holds the cache's own
+    RocksDB (a scratch area, cleared at start; default: a temporary directory removed at shutdown).
+    With an ``slo``, answers that depend on a source past its max silence say ``unknown``, not ``none``."""
+    ontology = ontology or default_ontology()
+    metrics = metrics or LedgerMetrics()
+    scratch = None if cache_dir is not None else Path(tempfile.mkdtemp(prefix="edgeledger-cache-"))
+    service = LedgerService(Path(state_dir), RocksKV(cache_dir or scratch), ontology, refresh_interval_s,
+                            max_cache_entries, memory_cache_entries, slo, metrics, wall_clock)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            service.close()
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+    app = FastAPI(
+        title="edgeledger",
+        version="0.1.0",
+        summary="Bounded, bi-temporal relationship questions over an organisation's knowledge graph.",
+        description="Every read takes a tenant (in the path) and both clocks. Results follow the contract's "
+                    "QueryResult JSON: distinct answers, the paths that reach them as edge ids, every edge with "
+                    "both intervals and its evidence, counts, truncation and coverage.",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_parameters(_: Request, error: RequestValidationError) -> JSONResponse:
+        return _error(422, *_describe_validation(error))
+
+    @app.exception_handler(BadRequest)
+    async def bad_request(_: Request, error: BadRequest) -> JSONResponse:
+        return _error(422, str(error))
+
+    @app.exception_handler(PlanRefused)
+    async def refused(_: Request, error: PlanRefused) -> JSONResponse:
+        return _error(422, str(error))
+
+    def answer(name: str, tenant: str, params: Params) -> Response:
+        result, status = service.query(build_request(name, tenant, params, ontology, wall_clock))
+        return Response(result.model_dump_json(), media_type="application/json", headers={CACHE_HEADER: status})
+
+    def route(name: str) -> dict[str, Any]:
+        summary, description = DESCRIPTIONS[name]
+        return {"path": f"/v1/tenants/{{tenant}}/{name}", "response_model": QueryResult, "responses": ERRORS,
+                "summary": summary, "description": description + COMMON, "operation_id": name.replace("-", "_"),
+                "tags": ["traversals"]}
+
+    @app.get(**route("owners-of"))
+    def owners_of(tenant: Tenant, params: Annotated[TypedParams, Query()]) -> Response:
+        return answer("owners-of", tenant, params)
+
+    @app.get(**route("dependents-of"))
+    def dependents_of(tenant: Tenant, params: Annotated[DepthParams, Query()]) -> Response:
+        return answer("dependents-of", tenant, params)
+
+    @app.get(**route("approvals-required-for"))
+    def approvals_required_for(tenant: Tenant, params: Annotated[ApprovalParams, Query()]) -> Response:
+        return answer("approvals-required-for", tenant, params)
+
+    @app.get(**route("changed-between"))
+    def changed_between(tenant: Tenant, params: Annotated[ChangedParams, Query()]) -> Response:
+        return answer("changed-between", tenant, params)
+
+    @app.get(**route("neighbourhood"))
+    def neighbourhood(tenant: Tenant, params: Annotated[DepthParams, Query()]) -> Response:
+        return answer("neighbourhood", tenant, params)
+
+    @app.get(**route("traverse"))
+    def traverse(tenant: Tenant, params: Annotated[TraverseParams, Query()]) -> Response:
+        return answer("traverse", tenant, params)
+
+    @app.get("/v1/tenants/{tenant}/history", response_model=HistoryResult, responses=ERRORS,
+             summary="Every version of the edges at an entity", description=HISTORY_DESCRIPTION,
+             operation_id="history", tags=["history"])
+    def history(tenant: Tenant, params: Annotated[HistoryParams, Query()]) -> HistoryResult:
+        return service.history(tenant, params)
+
+    @app.get("/healthz", response_model=HealthOut, summary="Liveness, and how far the reader has caught up",
+             tags=["operations"])
+    def healthz() -> HealthOut:
+        return service.health()
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus_metrics() -> Response:
+        return Response(metrics.scrape(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return app
+
+
+def serve(state_dir: Path, host: str = "127.0.0.1", port: int = 8080, slo: SloConfig | None = None) -> None:
+    """``edgeledger serve``: the API and ``/metrics`` on one port, until interrupted."""
+    uvicorn.run(create_app(state_dir, slo=slo), host=host, port=port, log_level="info")
