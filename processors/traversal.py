@@ -190,6 +190,8 @@ def _expand(
         cache[key] = records
     by_other: dict[str, list[EdgeVersion]] = {}
     for version in records:
+        if version.tx_from > known_at:
+            continue  # not yet recorded as of known_at: not read then, so not counted, and past answers reproduce
         if walk.edges_read >= limits.max_expansions:
             walk.hit("max_expansions")
             walk.frontier.append((node, depth, "max_expansions"))

@@ -12,10 +12,12 @@ from typing import Annotated
 import orjson
 import typer
 
+from processors.freshness import stale_sources_for_queries
 from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edge_allowlist
 from processors.traversal import Limits, PlanRefused
 from schemas.ontology import default_ontology, load_ontology
 from schemas.results import CorrectionOut
+from schemas.slo import default_slo, load_slo
 from schemas.times import format_micros, parse_micros
 from state.open import open_reader
 from streams import render
@@ -102,6 +104,8 @@ def query(
     max_paths: Annotated[int, typer.Option(min=1)] = DEFAULTS.max_paths,
     max_evidence_tokens: Annotated[int, typer.Option(min=1, help="1 token ~ 4 chars.")] = DEFAULTS.max_evidence_tokens,
     max_degree: Annotated[int, typer.Option(min=1, help="Per-node cap for hubs.")] = DEFAULTS.max_degree,
+    slo: Annotated[Path | None, typer.Option(
+        "--slo", help="Source SLOs for coverage (default: bundled); stale sources make empty answers unknown.")] = None,
     as_json: AsJson = False,
 ) -> None:
     """Run a bounded traversal as of --valid-at and --known-at."""
@@ -124,7 +128,10 @@ def query(
     )
     store = open_reader(state)
     try:
-        result = QueryEngine(store, default_ontology()).run(request)
+        ontology = default_ontology()
+        stale = stale_sources_for_queries(ontology, load_slo(slo) if slo else default_slo(), store.source_activity,
+                                          lambda: known)
+        result = QueryEngine(store, ontology, stale_sources=stale).run(request)
     finally:
         store.close()
     if as_json:
@@ -248,7 +255,6 @@ def run(
         if not separator:
             raise CliError(f"--consumer-option {option!r}: expected KEY=VALUE")
         overrides[key.strip()] = value.strip()
-    from schemas.slo import load_slo
 
     totals = run_pipeline(state, bootstrap, workers, group, topic_prefix, exit_when_idle,
                           consumer_overrides=overrides, metrics_port=metrics_port,
@@ -264,11 +270,12 @@ def serve(
     state: StateDir,
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8080,
+    slo: Annotated[Path | None, typer.Option("--slo", help="Source SLOs for coverage (default: bundled).")] = None,
 ) -> None:
     """HTTP API for agents (one endpoint per traversal, OpenAPI at /openapi.json) and /metrics."""
     from streams.http_api import serve as serve_http
 
-    serve_http(state, host=host, port=port)
+    serve_http(state, host=host, port=port, slo=load_slo(slo) if slo else default_slo())
 
 
 @app.command()
