@@ -17,6 +17,7 @@ from streams import broker as broker_mod
 from streams.broker import BOOTSTRAP_ENV, BrokerStartError, EmbeddedBroker, resolve_bootstrap
 from streams.kafka_config import ADMIN_DEFAULTS, FAST_GROUP_OVERRIDES, consumer_config, producer_config
 from streams.topics import (
+    INPUT_TOPICS,
     LOGICAL_TOPICS,
     SEVEN_DAYS_MS,
     Topic,
@@ -75,7 +76,7 @@ def test_ensure_topics_creates_all_twelve_with_configs_and_is_idempotent(kafka_b
     assert ensure_topics(admin, settings) == expected
     topics = admin.list_topics(timeout=5).topics
     partitions = {t: len(topics[settings.name(t)].partitions) for t in LOGICAL_TOPICS}
-    four = {"source-changes", "corrections", "alias-commands", "edge-versions", "edge-corrections"}
+    four = {*INPUT_TOPICS, "edge-versions", "edge-corrections"}
     assert partitions == {t: 4 if t in four else 1 for t in LOGICAL_TOPICS}
 
     resources = [ConfigResource(ConfigResource.Type.TOPIC, settings.name(t)) for t in LOGICAL_TOPICS]
