@@ -209,6 +209,32 @@ def review_list(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> Non
         sys.stdout.write("the review queue is empty\n")
 
 
+@traces_app.command("affected")
+def traces_affected(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> None:
+    """Traces whose edges were later corrected or revoked, action-bearing first."""
+    from processors.replay import affected_traces
+
+    store = open_reader(state)
+    try:
+        found = affected_traces(store.traces(tenant), lambda edge_id: store.version(tenant, edge_id))
+    finally:
+        store.close()
+    items = [
+        {"trace_id": a.trace.trace_id, "action": a.trace.action, "query": a.trace.query,
+         "valid_at": format_micros(a.trace.valid_at), "known_at": format_micros(a.trace.known_at),
+         "corrected_edges": [{"edge_id": v.edge_id, "closed_at": format_micros(v.tx_to)} for v in a.corrected]}
+        for a in found
+    ]
+    if as_json:
+        _emit(items)
+        return
+    for item in items:
+        edges = ", ".join(e["edge_id"] for e in item["corrected_edges"])
+        sys.stdout.write(f"{item['trace_id']}  [{item['action']}]  known at {item['known_at']}  corrected: {edges}\n")
+    if not items:
+        sys.stdout.write("no recorded answer used an edge that was later corrected\n")
+
+
 @app.command("dead-letters")
 def dead_letters(state: StateDir, as_json: AsJson = False) -> None:
     """Events that could not be applied, with the stage and the reason, and the original text."""

@@ -20,6 +20,7 @@ from typing import TextIO
 import orjson
 
 from processors.queries import QueryEngine, QueryRequest
+from processors.replay import affected_traces
 from schemas.ontology import default_ontology
 from schemas.times import parse_micros
 from state.open import open_reader
@@ -132,6 +133,10 @@ def _answer(state: Path, believed_on_april_22: int, out: TextIO) -> None:
         for correction in store.corrections("acme"):
             out.write(f"  {correction.event_id}: {correction.cause} closed {list(correction.old_edge_ids)} "
                       f"appended {list(correction.new_edge_ids)}\n")
+        out.write("\n== Recorded agent answers that used a belief later corrected (action-bearing first)\n")
+        for affected in affected_traces(store.traces("acme"), lambda edge_id: store.version("acme", edge_id)):
+            out.write(f"  {affected.trace.trace_id} [{affected.trace.action}] used "
+                      f"{', '.join(v.edge_id for v in affected.corrected)}, since corrected\n")
         out.write("\n== Review queue\n")
         for item in store.review_items("acme"):
             out.write(f"  [{item.category}] {item.reason}\n")

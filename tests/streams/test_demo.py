@@ -32,3 +32,4 @@ def test_offline_demo_tells_the_same_story(tmp_path: Path) -> None:
     out = io.StringIO()
     run_demo(tmp_path / "state", offline=True, out=out)
     assert answers(out.getvalue())[:3] == [["Team:hr:T-PLAT"], ["Team:hr:T-PLAT"], ["Team:hr:T-ANA"]]
+    assert "agent-run-0422 [approval_routing] used e581374abda4fabaa, since corrected" in out.getvalue()
