@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from state.kv import RocksKV
@@ -15,3 +17,13 @@ def open_writer(path: str | Path) -> LedgerStore:
 def open_reader(path: str | Path) -> LedgerStore:
     """A secondary instance: safe while ``run`` or ``serve`` writes the same directory."""
     return LedgerStore(RocksKV(path, read_only=True))
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[LedgerStore]:
+    """A lock-free reader for the duration of a ``with`` block."""
+    store = open_reader(path)
+    try:
+        yield store
+    finally:
+        store.close()

@@ -19,7 +19,7 @@ from schemas.ontology import default_ontology, load_ontology
 from schemas.results import CorrectionOut
 from schemas.slo import default_slo, load_slo
 from schemas.times import format_micros, parse_micros
-from state.open import open_reader
+from state.open import reading
 from streams import render
 from streams.freshness_cli import freshness_app
 from streams.ledger_files import load_into, wall_clock_micros
@@ -126,14 +126,11 @@ def query(
         changed_to=_instant(changed_to, "--to") if changed_to else None,
         axis=axis,  # type: ignore[arg-type]
     )
-    store = open_reader(state)
-    try:
+    with reading(state) as store:
         ontology = default_ontology()
         stale = stale_sources_for_queries(ontology, load_slo(slo) if slo else default_slo(), store.source_activity,
                                           lambda: known)
         result = QueryEngine(store, ontology, stale_sources=stale).run(request)
-    finally:
-        store.close()
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
@@ -151,14 +148,11 @@ def history(
     as_json: AsJson = False,
 ) -> None:
     """Every version of every edge at an entity, with both intervals."""
-    store = open_reader(state)
-    try:
+    with reading(state) as store:
         result = QueryEngine(store, default_ontology()).history(
             tenant, entity, _instant(known_at, "--known-at"),
             _instant(valid_at, "--valid-at") if valid_at else None, rel, store.adjacent_any,
         )
-    finally:
-        store.close()
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
@@ -168,8 +162,7 @@ def history(
 @app.command()
 def corrections(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> None:
     """Correction events: which edge versions a change of belief closed and which it appended."""
-    store = open_reader(state)
-    try:
+    with reading(state) as store:
         items = [
             CorrectionOut(
                 correction_id=c.correction_id, tenant=c.tenant, event_id=c.event_id,
@@ -178,8 +171,6 @@ def corrections(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> Non
             ).model_dump(mode="json")
             for c in store.corrections(tenant)
         ]
-    finally:
-        store.close()
     if as_json:
         _emit(items)
         return
@@ -195,11 +186,8 @@ def corrections(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> Non
 @review_app.command("list")
 def review_list(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> None:
     """Items waiting for a person: ambiguous entities, parked commands, cardinality conflicts."""
-    store = open_reader(state)
-    try:
+    with reading(state) as store:
         items = [render.review_dict(item) for item in store.review_items(tenant)]
-    finally:
-        store.close()
     if as_json:
         _emit(items)
         return
@@ -214,11 +202,8 @@ def traces_affected(state: StateDir, tenant: Tenant, as_json: AsJson = False) ->
     """Traces whose edges were later corrected or revoked, action-bearing first."""
     from processors.replay import affected_traces
 
-    store = open_reader(state)
-    try:
+    with reading(state) as store:
         found = affected_traces(store.traces(tenant), lambda edge_id: store.version(tenant, edge_id))
-    finally:
-        store.close()
     items = [
         {"trace_id": a.trace.trace_id, "action": a.trace.action, "query": a.trace.query,
          "valid_at": format_micros(a.trace.valid_at), "known_at": format_micros(a.trace.known_at),
@@ -238,11 +223,8 @@ def traces_affected(state: StateDir, tenant: Tenant, as_json: AsJson = False) ->
 @app.command("dead-letters")
 def dead_letters(state: StateDir, as_json: AsJson = False) -> None:
     """Events that could not be applied, with the stage and the reason, and the original text."""
-    store = open_reader(state)
-    try:
+    with reading(state) as store:
         items = [render.dead_letter_dict(d) for d in store.dead_letters()]
-    finally:
-        store.close()
     if as_json:
         _emit(items)
         return
