@@ -61,3 +61,13 @@ def start_worker(state: Path, bootstrap: str, topics: TopicSettings, group: str,
     for key, value in FAST_GROUP_OVERRIDES.items():
         command += ["--consumer-option", f"{key}={value}"]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(worker: subprocess.Popen, timeout: float = 180) -> tuple[str, str]:
+    """Wait for a worker to exit; kill it if it overruns, so a failing test leaves nothing running."""
+    try:
+        return worker.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.communicate()
+        raise

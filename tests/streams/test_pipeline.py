@@ -11,7 +11,7 @@ from streams.demo import DEMO_EVENTS
 from streams.ledger_files import load_into
 from streams.produce import produce_files
 from streams.topics import Topic, ensure_topics
-from tests.streams.pipeline_support import comparable_state, fresh_topics, read_topic, start_worker
+from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,7 @@ def test_produced_events_reach_the_same_state_as_load(kafka_broker, tmp_path: Pa
     ensure_topics(kafka_broker.bootstrap, topics)
     produce_files([Path(str(DEMO_EVENTS))], kafka_broker.bootstrap, topics, progress=False)
     worker = start_worker(tmp_path / "run", kafka_broker.bootstrap, topics, "g-same", exit_when_idle=3)
-    out, err = worker.communicate(timeout=120)
+    out, err = finish(worker, 120)
     assert worker.returncode == 0, err
     summary = json.loads(out)
     loaded = load_into(tmp_path / "load", [Path(str(DEMO_EVENTS))], simulated_clock=False, ontology_path=None)
@@ -42,7 +42,7 @@ def test_poison_messages_are_dead_lettered_and_the_stream_goes_on(kafka_broker, 
     events.write_text("\n".join([*poison, json.dumps(good)]) + "\n")
     produce_files([events], kafka_broker.bootstrap, topics, progress=False)
     worker = start_worker(tmp_path / "state", kafka_broker.bootstrap, topics, "g-poison", exit_when_idle=3)
-    out, err = worker.communicate(timeout=120)
+    out, err = finish(worker, 120)
     assert worker.returncode == 0, err
     summary = json.loads(out)
     assert (summary["events_read"], summary["applied"], summary["dead_lettered"]) == (4, 1, 3)

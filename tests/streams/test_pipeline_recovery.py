@@ -19,7 +19,7 @@ from streams.produce import produce_files
 from streams.replica import run_replica
 from streams.topics import Topic, ensure_topics
 from tests.benchmarks.generate import generate_events
-from tests.streams.pipeline_support import comparable_state, fresh_topics, read_topic, start_worker
+from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
 
 pytestmark = pytest.mark.integration
 TENANTS = ("acme", "globex", "initech", "umbrella")
@@ -90,7 +90,7 @@ def test_kill_minus_nine_mid_stream_then_restart(kafka_broker, stream, tmp_path:
     partial = applied_events(state)
     assert 0 < partial < 20_000, f"the kill must land mid-stream (applied {partial})"
     restarted = start_worker(state, kafka_broker.bootstrap, topics, "g-kill", exit_when_idle=3)
-    out, err = restarted.communicate(timeout=180)
+    out, err = finish(restarted, 180)
     assert restarted.returncode == 0, err
     assert json.loads(out)["events_read"] == 20_000 - partial, "resumes after the last applied offset"
     assert comparable_state(state) == comparable_state(expected)
@@ -106,12 +106,12 @@ def test_crash_between_commit_and_send_resends_the_outbox(kafka_broker, stream, 
     os.environ[FAILPOINT_CRASH_AFTER_COMMIT] = "3"
     try:
         crashing = start_worker(state, kafka_broker.bootstrap, topics, "g-outbox")
-        crashing.communicate(timeout=120)
+        finish(crashing, 120)
     finally:
         del os.environ[FAILPOINT_CRASH_AFTER_COMMIT]
     assert crashing.returncode == 137
     restarted = start_worker(state, kafka_broker.bootstrap, topics, "g-outbox", exit_when_idle=3)
-    _, err = restarted.communicate(timeout=180)
+    _, err = finish(restarted, 180)
     assert restarted.returncode == 0, err
     assert "re-sending" in err
     assert comparable_state(state) == comparable_state(expected)
@@ -126,7 +126,7 @@ def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker,
     second = start_worker(tmp_path / "w2", kafka_broker.bootstrap, topics, "g-two", exit_when_idle=4)
     time.sleep(3)
     produce_files([events], kafka_broker.bootstrap, topics, progress=False)
-    outputs = [worker.communicate(timeout=180) for worker in (first, second)]
+    outputs = [finish(worker, 180) for worker in (first, second)]
     counts = [json.loads(out)["events_read"] for out, _ in outputs]
     assert all(count > 0 for count in counts), f"both workers took partitions: {counts}"
     assert sum(counts) >= 20_000
