@@ -1,0 +1,523 @@
+"""Load, observation and worker helpers for ``bench_pipeline``.
+
+- ``event_lines`` / ``event_dicts``: generated change events over several tenants, interleaved.
+- ``PacedProducer``: a thread producing change events at a fixed rate, each stamped with
+  ``detected_at`` = the wall clock at production (microseconds, ISO-8601 UTC).
+- ``TopicTail``: a thread reading ``edge-versions`` as it is written, keeping the batch markers and
+  the newly asserted versions with the record's CreateTime and the time it arrived here.
+- ``LogPipe``: drains a subprocess's stdout/stderr, timestamping each line on arrival.
+- ``TimedWorker``: a ``LedgerWorker`` that records when it was assigned partitions and when each
+  non-empty batch started and ended (one ``time.time()`` pair per batch, the same with or without
+  observers). ``python -m tests.benchmarks.pipeline_load worker ...`` runs one in its own process
+  and reports its timeline as JSON lines on stdout (``constructed``, ``assigned``, ``first_batch``,
+  ``done``).
+- ``EagerConsume``: the consume strategy the freshness variants test against ``LedgerWorker``'s own
+  (``--eager``), without changing the worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from streams.kafka_config import FAST_GROUP_OVERRIDES, consumer_config, producer_config
+from streams.topics import Topic, TopicSettings
+from tests.benchmarks.generate import generate_events
+
+TENANTS = ("acme", "globex", "initech", "umbrella")
+BATCH_PREFIX = b'{"kind":"batch"'
+VERSION_PREFIX = b'{"kind":"edge_version"'
+
+
+# -- events ------------------------------------------------------------------------------------------------
+def event_lines(n_events: int, tenants: tuple[str, ...] = TENANTS, seed: int = 11) -> list[bytes]:
+    """``n_events`` generated change events (``generate_events``, no clock events), the tenants
+    interleaved one by one, about six events per entity in each tenant."""
+    per_tenant = -(-n_events // len(tenants))
+    entities = max(800, per_tenant // 6)
+    streams = [generate_events(per_tenant, entities, seed=seed + i, tenant=t, simulated_clock=False)
+               for i, t in enumerate(tenants)]
+    lines = [line.encode() for group in zip(*streams, strict=True) for line in group]
+    return lines[:n_events]
+
+
+def event_dicts(n_events: int, tenants: tuple[str, ...] = TENANTS, seed: int = 23,
+                id_prefix: str = "p") -> list[dict]:
+    """Like ``event_lines`` but parsed, with event ids ``{id_prefix}-{n}`` (unique per tenant)."""
+    events = [orjson.loads(line) for line in event_lines(n_events, tenants, seed)]
+    for index, event in enumerate(events):
+        event["event_id"] = f"{id_prefix}-{index}"
+    return events
+
+
+def iso_now() -> tuple[str, int]:
+    """The wall clock as microsecond ISO-8601 UTC text, and as integer microseconds."""
+    now = datetime.now(UTC)
+    micros = int(now.timestamp()) * 1_000_000 + now.microsecond
+    return now.isoformat(timespec="microseconds").replace("+00:00", "Z"), micros
+
+
+# -- paced production ----------------------------------------------------------------------------------------
+class PacedProducer(threading.Thread):
+    """Produces ``events`` (change events) to ``source-changes`` at ``rate`` per second for ``duration``
+    seconds (or until ``stop()``), keyed by tenant, ``detected_at`` set at the moment of production."""
+
+    def __init__(self, bootstrap: str, topics: TopicSettings, events: Iterable[dict], rate: float,
+                 duration: float, overrides: dict | None = None) -> None:
+        super().__init__(name="paced-producer", daemon=True)
+        self.producer = Producer(producer_config(bootstrap, **(overrides or {})))
+        self.topic = topics.name(Topic.SOURCE_CHANGES)
+        self.events = iter(events)
+        self.rate = rate
+        self.duration = duration
+        self.sent = 0
+        self.failures = 0
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.max_behind = 0.0
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def _delivered(self, error, message) -> None:
+        if error is not None:
+            self.failures += 1
+
+    def run(self) -> None:
+        producer, topic, rate = self.producer, self.topic, self.rate
+        start = time.monotonic()
+        self.started_at = time.time()
+        while not self._halt.is_set():
+            elapsed = time.monotonic() - start
+            if elapsed >= self.duration:
+                break
+            due = int(elapsed * rate) + 1
+            self.max_behind = max(self.max_behind, (due - self.sent) / rate)
+            while self.sent < due:
+                try:
+                    event = next(self.events)
+                except StopIteration:
+                    self._halt.set()
+                    break
+                event["detected_at"] = iso_now()[0]
+                producer.produce(topic, key=event["tenant"].encode(), value=orjson.dumps(event),
+                                 on_delivery=self._delivered)
+                self.sent += 1
+            producer.poll(0)
+            pause = self.sent / rate - (time.monotonic() - start)
+            if pause > 0:
+                time.sleep(pause)
+        self.finished_at = time.time()
+        producer.flush(30)
+        self.producer = None  # destroyed here, not when the broker is already gone (reconnect noise)
+
+    @property
+    def achieved_rate(self) -> float:
+        if self.started_at is None or self.finished_at is None:
+            return 0.0
+        return self.sent / max(1e-9, self.finished_at - self.started_at)
+
+
+# -- observing edge-versions ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BatchMark:
+    created: float
+    """The record's CreateTime (seconds; librdkafka stamps it at produce(), millisecond resolution)."""
+    received: float
+    record_id: str
+    events: int
+
+    @property
+    def worker_id(self) -> str:
+        return self.record_id.split("-", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Asserted:
+    tx_from: int
+    detected_at: int
+    created: float
+    received: float
+
+
+class TopicTail(threading.Thread):
+    """Reads every partition of a topic from the beginning until stopped, keeping batch markers and
+    newly asserted edge versions (``appended`` and ``origin == edge_id``)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, keep_versions: bool = True) -> None:
+        super().__init__(name="topic-tail", daemon=True)
+        self.consumer = Consumer(consumer_config(bootstrap, f"bench-tail-{os.getpid()}-{time.monotonic_ns()}"))
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        self.keep_versions = keep_versions
+        self.batches: list[BatchMark] = []
+        self.asserted: list[Asserted] = []
+        self.records = 0
+        self.last_received = 0.0
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(30)
+
+    def snapshot(self) -> list[BatchMark]:
+        with self._lock:
+            return list(self.batches)
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                messages = self.consumer.consume(num_messages=1000, timeout=0.05)
+                if not messages:
+                    continue
+                received = time.time()
+                for message in messages:
+                    if message.error():
+                        continue
+                    self.records += 1
+                    self.last_received = received
+                    value = message.value()
+                    created = message.timestamp()[1] / 1000
+                    if value.startswith(BATCH_PREFIX):
+                        record = orjson.loads(value)
+                        with self._lock:
+                            self.batches.append(BatchMark(created, received, record["record_id"],
+                                                          len(record["outcomes"])))
+                    elif self.keep_versions and value.startswith(VERSION_PREFIX):
+                        record = orjson.loads(value)
+                        version = record["version"]
+                        if record["appended"] and version["origin"] == version["edge_id"] \
+                                and version.get("detected_at_us") is not None:
+                            tx_from = iso_micros(version["tx_from"])
+                            self.asserted.append(Asserted(tx_from, version["detected_at_us"], created, received))
+        finally:
+            self.consumer.close()
+
+
+def iso_micros(text: str) -> int:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+def read_batch_marks(bootstrap: str, topic: str, partitions: int,
+                     quiet_for: float = 1.5) -> tuple[list[BatchMark], int]:
+    """Every batch marker on ``topic`` (read until quiet: the embedded broker's watermarks count
+    record batches), and how many records the topic holds."""
+    tail = TopicTail(bootstrap, topic, partitions, keep_versions=False)
+    tail.start()
+    started = time.time()
+    while True:
+        time.sleep(0.2)
+        last = tail.last_received or started
+        if time.time() - last > quiet_for:
+            break
+    tail.stop()
+    return tail.batches, tail.records
+
+
+# -- subprocess output --------------------------------------------------------------------------------------------
+class LogPipe:
+    """Drains a process's stdout and stderr on two threads, keeping ``(arrival time, line)``."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.stdout: list[tuple[float, str]] = []
+        self.stderr: list[tuple[float, str]] = []
+        self._threads = [threading.Thread(target=self._drain, args=(process.stdout, self.stdout), daemon=True),
+                         threading.Thread(target=self._drain, args=(process.stderr, self.stderr), daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    @staticmethod
+    def _drain(stream, into: list) -> None:
+        for line in iter(stream.readline, ""):
+            into.append((time.time(), line.rstrip("\n")))
+
+    def close(self) -> None:
+        for thread in self._threads:
+            thread.join(10)
+
+    def first(self, needle: str, stream: str = "stderr") -> float | None:
+        for at, line in list(getattr(self, stream)):
+            if needle in line:
+                return at
+        return None
+
+    def json_events(self) -> list[dict]:
+        out = []
+        for _, line in list(self.stdout):
+            if line.startswith("{"):
+                with contextlib.suppress(json.JSONDecodeError):
+                    out.append(json.loads(line))
+        return out
+
+    def wait_for(self, predicate, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            if self.process.poll() is not None:
+                return predicate()
+            time.sleep(0.01)
+        return False
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(line for _, line in self.stderr[-lines:])
+
+
+def consumer_options(overrides: dict) -> list[str]:
+    return [argument for key, value in overrides.items() for argument in ("--consumer-option", f"{key}={value}")]
+
+
+def run_command(state: Path, bootstrap: str, topics: TopicSettings, group: str, exit_when_idle: float | None,
+                consumer_overrides: dict | None = None) -> list[str]:
+    """``edgeledger run`` for one worker on the given broker (no /metrics port; the fast group join
+    settings the embedded broker gets, as ``run_pipeline`` adds them when it starts the broker itself)."""
+    command = [sys.executable, "-m", "streams.cli", "run", "--state", str(state), "--bootstrap", bootstrap,
+               "--group", group, "--topic-prefix", topics.prefix, "--metrics-port", "0"]
+    if exit_when_idle is not None:
+        command += ["--exit-when-idle", str(exit_when_idle)]
+    return command + consumer_options({**FAST_GROUP_OVERRIDES, **(consumer_overrides or {})})
+
+
+def worker_command(state: Path, bootstrap: str, topics: TopicSettings, group: str, metrics: bool,
+                   exit_when_idle: float | None, consumer_overrides: dict | None = None,
+                   profile: Path | None = None, poll_timeout: float | None = None,
+                   batch_max: int | None = None, eager: bool = False) -> list[str]:
+    """A bare ``TimedWorker`` in its own process (this module's ``worker`` command)."""
+    command = [sys.executable, "-m", "tests.benchmarks.pipeline_load", "worker", "--state", str(state),
+               "--bootstrap", bootstrap, "--group", group, "--prefix", topics.prefix]
+    if metrics:
+        command.append("--metrics")
+    if exit_when_idle is not None:
+        command += ["--exit-when-idle", str(exit_when_idle)]
+    if profile is not None:
+        command += ["--profile", str(profile)]
+    if poll_timeout is not None:
+        command += ["--poll-timeout", str(poll_timeout)]
+    if batch_max is not None:
+        command += ["--batch-max", str(batch_max)]
+    if eager:
+        command.append("--eager")
+    return command + consumer_options({**FAST_GROUP_OVERRIDES, **(consumer_overrides or {})})
+
+
+def spawn(command: list[str]) -> tuple[subprocess.Popen, LogPipe, float]:
+    started = time.time()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+                               cwd=Path(__file__).resolve().parents[2])
+    return process, LogPipe(process), started
+
+
+def count_applied(state: Path) -> int:
+    """Events recorded as seen in a state directory (its ``I`` table), read as a secondary instance."""
+    from state.kv import RocksKV
+
+    kv = RocksKV(state, read_only=True)
+    try:
+        return sum(1 for _ in kv.scan(b"I"))
+    finally:
+        kv.close()
+
+
+def state_lags(state: Path) -> list[int]:
+    """``tx_from - detected_at`` (µs, unclamped) of every version in a state directory that first
+    asserts its fact (``origin == edge_id``)."""
+    from state import codec
+    from state.kv import RocksKV
+
+    kv = RocksKV(state, read_only=True)
+    try:
+        versions = (codec.decode_version(value) for _, value in kv.scan(b"V"))
+        return [v.tx_from - v.detected_at for v in versions if v.origin == v.edge_id and v.detected_at is not None]
+    finally:
+        kv.close()
+
+
+# -- the instrumented worker ----------------------------------------------------------------------------------------
+@dataclass
+class Timeline:
+    constructed: float = 0.0
+    assigned: float | None = None
+    batches: list[tuple[float, float, int]] = field(default_factory=list)
+    """(start, end, events read) of each non-empty batch; ``end`` is after its outputs were delivered."""
+    cpu: list[float] = field(default_factory=list)
+    """The process's CPU time (all threads: Python, librdkafka, RocksDB) at the end of each batch."""
+
+
+def _make_timed_worker():
+    from streams.pipeline import LedgerWorker
+
+    class TimedWorker(LedgerWorker):
+        def __init__(self, *args, announce=None, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.timeline = Timeline(constructed=time.time())
+            self.announce = announce or (lambda event, **data: None)
+
+        def _on_assign(self, consumer, partitions) -> None:
+            super()._on_assign(consumer, partitions)
+            if self.timeline.assigned is None:
+                self.timeline.assigned = time.time()
+                self.announce("assigned", t=self.timeline.assigned)
+
+        def process_batch(self) -> int:
+            start = time.time()
+            before = self.totals.events_read
+            result = super().process_batch()
+            if result:
+                end = time.time()
+                self.timeline.batches.append((start, end, self.totals.events_read - before))
+                self.timeline.cpu.append(time.process_time())
+                if len(self.timeline.batches) == 1:
+                    self.announce("first_batch", t=end, start=start, events=self.totals.events_read - before)
+            return result
+
+    return TimedWorker
+
+
+class EagerConsume:
+    """A consumer whose ``consume(n, timeout)`` returns as soon as one message is there, with whatever
+    else has already arrived (up to n), instead of waiting for n messages or the whole timeout.
+
+    ``LedgerWorker.process_batch`` calls ``consume(num_messages=batch_max, timeout=poll_timeout)``,
+    which librdkafka serves by waiting until ``batch_max`` messages are queued or ``poll_timeout``
+    passes: below ``batch_max`` events per ``poll_timeout`` every event waits for the timeout. This
+    wrapper tests the alternative without changing the worker: ``poll(timeout)`` for the first
+    message, then ``consume(n - 1, 0)`` for the rest of what is queued.
+    """
+
+    def __init__(self, consumer) -> None:
+        self._consumer = consumer
+
+    def __getattr__(self, name: str):
+        return getattr(self._consumer, name)
+
+    def consume(self, num_messages: int = 1, timeout: float = -1):
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return []
+        return [first, *self._consumer.consume(num_messages - 1, 0)] if num_messages > 1 else [first]
+
+
+def _window(timeline: Timeline, first: int, last: int) -> tuple[float | None, float | None, float | None]:
+    """(events/s, CPU µs per event, CPU utilisation) from the end of batch ``first`` to the end of batch
+    ``last`` (the events of batches first+1 .. last)."""
+    events = sum(n for _, _, n in timeline.batches[first + 1:last + 1])
+    wall = timeline.batches[last][1] - timeline.batches[first][1]
+    cpu = timeline.cpu[last] - timeline.cpu[first]
+    if events <= 0 or wall <= 0:
+        return None, None, None
+    return events / wall, cpu / events * 1e6, cpu / wall
+
+
+def summarise(timeline: Timeline) -> dict:
+    """Steady rate from the end of the first batch to the end of the last (the first batch's events
+    excluded, so the rate is not diluted by waiting for it), the same over the first and the last
+    fifth of the batches (does it slow down as the state grows?), and the overall figures."""
+    batches = timeline.batches
+    events = sum(n for _, _, n in batches)
+    out = {"constructed": timeline.constructed, "assigned": timeline.assigned, "batches": len(batches),
+           "events": events}
+    if batches:
+        out.update(first_start=batches[0][0], first_end=batches[0][1], last_end=batches[-1][1],
+                   busy=sum(end - start for start, end, _ in batches))
+        last = len(batches) - 1
+        out["steady_rate"], out["cpu_per_event_us"], out["cpu_utilisation"] = _window(timeline, 0, last)
+        fifth = max(1, last // 5)
+        out["first_fifth"] = _window(timeline, 0, min(fifth, last))
+        out["last_fifth"] = _window(timeline, max(0, last - fifth), last)
+        sizes = sorted(n for _, _, n in batches)
+        out["median_batch"] = sizes[len(sizes) // 2]
+    return out
+
+
+def _worker_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="pipeline_load worker")
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--metrics", action="store_true", help="LedgerMetrics.observe_commit as observer, as run")
+    parser.add_argument("--exit-when-idle", type=float)
+    parser.add_argument("--consumer-option", action="append", default=[])
+    parser.add_argument("--profile", type=Path, help="write a cProfile of the worker loop here")
+    parser.add_argument("--poll-timeout", type=float, help="WorkerConfig.poll_timeout (default 0.05 s)")
+    parser.add_argument("--batch-max", type=int, help="WorkerConfig.batch_max (default 2000)")
+    parser.add_argument("--eager", action="store_true",
+                        help="EagerConsume: a batch is what has arrived, not up to batch_max or poll_timeout")
+    args = parser.parse_args(argv)
+
+    from streams.pipeline import WorkerConfig
+
+    def announce(event: str, **data) -> None:
+        sys.stdout.write(json.dumps({"event": event, **data}) + "\n")
+        sys.stdout.flush()
+
+    overrides = dict(option.split("=", 1) for option in args.consumer_option)
+    config = WorkerConfig(args.state, args.bootstrap, args.group, TopicSettings(prefix=args.prefix),
+                          consumer_overrides=overrides)
+    if args.poll_timeout is not None:
+        config.poll_timeout = args.poll_timeout
+    if args.batch_max is not None:
+        config.batch_max = args.batch_max
+    observers, on_lag = [], None
+    observer_seconds = [0.0]
+    if args.metrics:
+        from streams.metrics import LedgerMetrics
+
+        metrics = LedgerMetrics()
+        observe = metrics.observe_commit
+
+        def timed_observe(pending) -> None:  # two perf_counter calls a batch: the observer's own cost
+            started = time.perf_counter()
+            observe(pending)
+            observer_seconds[0] += time.perf_counter() - started
+
+        observers, on_lag = [timed_observe], metrics.set_consumer_lag
+    worker = _make_timed_worker()(config, observers=observers, on_consumer_lag=on_lag, announce=announce)
+    if args.eager:
+        worker.consumer = EagerConsume(worker.consumer)
+    announce("constructed", t=worker.timeline.constructed, worker_id=config.worker_id)
+    stop = threading.Event()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if args.profile is not None:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        totals = profiler.runcall(worker.run, stop, args.exit_when_idle)
+        profiler.dump_stats(str(args.profile))
+    else:
+        totals = worker.run(stop, args.exit_when_idle)
+    announce("done", timeline=worker.timeline.batches, totals=totals.__dict__, observer_seconds=observer_seconds[0],
+             worker_id=config.worker_id, **summarise(worker.timeline))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["worker"]:
+        return _worker_main(argv[1:])
+    sys.stderr.write("usage: python -m tests.benchmarks.pipeline_load worker --state DIR --bootstrap HOST:PORT "
+                     "--group G --prefix P [--metrics] [--exit-when-idle S] [--consumer-option K=V]...\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
