@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, NamedTuple, Protocol
 
 from processors.model import AliasEntry, Entity
 from processors.pending import PendingLedger
@@ -21,6 +22,7 @@ _NOT_WORD = re.compile(r"[^0-9a-z]+")
 ResolutionKind = Literal["identifier", "alias", "new", "ambiguous"]
 
 
+@lru_cache(maxsize=1 << 16)  # Speed: the same names recur in every feed; the result depends on the name only.
 def normalise_name(name: str) -> str:
     """Case-fold, punctuation to spaces, collapse white space: 'Settlement-Connector ' -> 'settlement connector'."""
     return " ".join(_NOT_WORD.sub(" ", name.casefold()).split())
@@ -30,31 +32,43 @@ def entity_type_of(entity_id: str) -> str:
     return entity_id.split(":", 1)[0]
 
 
-@dataclass(frozen=True, slots=True)
-class Mention:
+class Mention(NamedTuple):
     type: str
     id: str | None
     name: str | None
     aliases: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Resolution:
+class MentionLike(Protocol):
+    """A ``Mention``, or anything with its fields (the event schema's ``EntityMention``)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def id(self) -> str | None: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def aliases(self) -> tuple[str, ...]: ...
+
+
+class Resolution(NamedTuple):
     kind: ResolutionKind
     entity_id: str | None
     candidates: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class MentionResolver:
     """Resolves the mentions of one event; registers new entities and aliases only on ``commit``."""
 
     reader: LedgerReader
     tenant: str
-    _planned_entities: dict[str, Entity] = field(default_factory=dict)
+    _planned_entities: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    """entity id -> (type, latest name mentioned)"""
     _planned_aliases: dict[tuple[str, str], None] = field(default_factory=dict)
 
-    def resolve(self, mention: Mention) -> Resolution:
+    def resolve(self, mention: MentionLike) -> Resolution:
         if mention.id is not None:
             entity_id = f"{mention.type}:{mention.id}"
             self._plan(entity_id, mention)
@@ -76,27 +90,26 @@ class MentionResolver:
         self._plan(entity_id, mention)
         return Resolution("new", entity_id)
 
-    def _plan(self, entity_id: str, mention: Mention) -> None:
-        if entity_id not in self._planned_entities:
-            self._planned_entities[entity_id] = Entity(self.tenant, entity_id, mention.type, mention.name, 0)
+    def _plan(self, entity_id: str, mention: MentionLike) -> None:
+        planned = self._planned_entities.get(entity_id)
+        if planned is None:
+            self._planned_entities[entity_id] = (mention.type, mention.name)
         elif mention.name:
-            current = self._planned_entities[entity_id]
-            self._planned_entities[entity_id] = Entity(self.tenant, entity_id, current.type, mention.name, 0)
+            self._planned_entities[entity_id] = (planned[0], mention.name)
         for name in (mention.name, *mention.aliases):
             if name:
                 self._planned_aliases[(entity_id, normalise_name(name))] = None
 
     def commit(self, ledger: PendingLedger, tx: int) -> None:
         """Record entities that are new or renamed and aliases not yet known, at transaction time ``tx``."""
-        for entity_id, planned in self._planned_entities.items():
+        for entity_id, (entity_type, name) in self._planned_entities.items():
             known = ledger.entity(self.tenant, entity_id)
             if known is None:
-                ledger.add_entity(Entity(self.tenant, entity_id, planned.type, planned.name, tx))
-            elif planned.name and planned.name != known.name:
-                ledger.add_entity(Entity(self.tenant, entity_id, known.type, planned.name, known.first_tx))
+                ledger.add_entity(Entity(self.tenant, entity_id, entity_type, name, tx))
+            elif name and name != known.name:
+                ledger.add_entity(Entity(self.tenant, entity_id, known.type, name, known.first_tx))
         for entity_id, normalised in self._planned_aliases:
             if not normalised:
                 continue
             if entity_id not in ledger.alias_targets(self.tenant, normalised):
                 ledger.add_alias(AliasEntry(self.tenant, normalised, entity_id, tx))
-

@@ -86,24 +86,23 @@ class LedgerProcessor:
     def _process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
         self._current = None
         self._document = None
-        text = (raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw).rstrip("\r\n")
         try:
             document = self._document = orjson.loads(raw)
         except orjson.JSONDecodeError as error:
-            return self._dead_letter(ledger, "decode", f"malformed JSON: {error}", text, None)
+            return self._dead_letter(ledger, "decode", f"malformed JSON: {error}", _original(raw), None)
         if not isinstance(document, dict):
-            return self._dead_letter(ledger, "decode", "an event must be a JSON object", text, None)
+            return self._dead_letter(ledger, "decode", "an event must be a JSON object", _original(raw), None)
         try:
             event = EVENT_ADAPTER.validate_python(document)
         except ValidationError as error:
-            return self._dead_letter(ledger, "validate", describe_validation_error(error), text, document)
+            return self._dead_letter(ledger, "validate", describe_validation_error(error), _original(raw), document)
         self._current = event
 
         if isinstance(event, ClockEvent):
             try:
                 self.clock.set_simulated(to_micros(event.now))
             except ValueError as error:
-                return self._dead_letter(ledger, "validate", str(error), text, document)
+                return self._dead_letter(ledger, "validate", str(error), _original(raw), document)
             ledger.counts.applied += 1
             return "applied"
 
@@ -116,7 +115,7 @@ class LedgerProcessor:
         try:
             self._apply(event, ledger, tx)
         except Rejected as rejected:
-            outcome = self._dead_letter(ledger, "apply", str(rejected), text, document)
+            outcome = self._dead_letter(ledger, "apply", str(rejected), _original(raw), document)
         except Parked as parked:
             ledger.review_items.append(
                 ReviewItem(
@@ -127,7 +126,7 @@ class LedgerProcessor:
                     category=parked.category,
                     reason=str(parked),
                     details=parked.details,
-                    original=text,
+                    original=_original(raw),
                 )
             )
             ledger.counts.queued_for_review += 1
@@ -263,9 +262,7 @@ class LedgerProcessor:
 
     @staticmethod
     def _resolve(resolver: MentionResolver, mention: EntityMention) -> str:
-        resolution: Resolution = resolver.resolve(
-            Mention(mention.type, mention.id, mention.name, mention.aliases)
-        )
+        resolution: Resolution = resolver.resolve(mention)
         if resolution.kind == "ambiguous":
             raise Parked(
                 "ambiguous_entity",
@@ -280,6 +277,11 @@ class LedgerProcessor:
         violation = self.ontology.violation(src_type, rel, dst_type, phrase)
         if violation:
             raise Rejected(f"{where}: ontology violation: {violation}")
+
+
+def _original(raw: bytes | str) -> str:
+    """The event's text as received, for dead letters and the review queue (only built for them)."""
+    return (raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw).rstrip("\r\n")
 
 
 def _text(value: object) -> str | None:

@@ -8,6 +8,7 @@ A naive datetime is rejected: we never guess a timezone.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Annotated
 
 from pydantic import BeforeValidator, PlainSerializer
@@ -18,6 +19,17 @@ MICROS = 1_000_000
 
 def parse_instant(value: object) -> datetime:
     """Parse an ISO-8601 date or datetime into an aware UTC datetime."""
+    if isinstance(value, str):
+        return _parse_text(value)
+    return _parse_value(value)
+
+
+@lru_cache(maxsize=1 << 16)  # Speed: feeds repeat the same dates and seconds; a datetime is immutable.
+def _parse_text(value: str) -> datetime:
+    return _parse_value(value)
+
+
+def _parse_value(value: object) -> datetime:
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, date):

@@ -25,7 +25,10 @@ class Descending(int):
 
 
 def encode_str(value: str) -> bytes:
-    return _STR + value.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
+    data = value.encode("utf-8")
+    if b"\x00" in data:
+        data = data.replace(b"\x00", b"\x00\xff")
+    return _STR + data + b"\x00\x01"
 
 
 _U64 = struct.Struct(">Q").pack
@@ -53,6 +56,20 @@ _ENCODERS = {str: encode_str, int: encode_int, Descending: encode_int_desc}
 
 
 def pack(*parts: str | int) -> bytes:
+    # Speed: most keys are strings only. Join them in one go as text and encode once, which is
+    # what encode_str does part by part, unless a part is not a string or holds a NUL to escape.
+    if not parts:
+        return b""
+    try:
+        data = ("\x02" + "\x00\x01\x02".join(parts) + "\x00\x01").encode("utf-8")  # type: ignore[arg-type]
+    except TypeError:
+        return _pack_parts(parts)
+    if data.count(0) != len(parts):
+        return _pack_parts(parts)
+    return data
+
+
+def _pack_parts(parts: tuple[str | int, ...]) -> bytes:
     return b"".join([_ENCODERS.get(type(part), _encode_other)(part) for part in parts])
 
 

@@ -29,7 +29,6 @@ sees, and the ``edge-versions`` log carries it as a new record rather than an ed
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 from processors.model import (
     Correction,
@@ -44,12 +43,25 @@ from processors.model import (
 )
 from processors.pending import PendingLedger
 from state import codec
-from state.keys import pack, unpack
+from state.keys import encode_int, pack, unpack
 from state.kv import OrderedKV
 
 _DIRECTION = {"out": "o", "in": "i"}
+_OUT, _IN, _APPENDED, _CLOSED = pack("o"), pack("i"), pack("a"), pack("c")
 _LAST_TX = b"M" + pack("last_tx")
 _DEAD_LETTER_SEQUENCE = b"M" + pack("dead_letter_seq")
+
+
+def _entity_row(entity: Entity | None) -> tuple[str, str | None, int] | None:
+    return (entity.type, entity.name, entity.first_tx) if entity is not None else None
+
+
+class _EncodedParts(dict[str, bytes]):
+    """Key parts encoded once per commit: ``parts["acme"] == pack("acme")``."""
+
+    def __missing__(self, part: str) -> bytes:
+        encoded = self[part] = pack(part)
+        return encoded
 
 
 class LedgerStore:
@@ -58,8 +70,10 @@ class LedgerStore:
     def __init__(self, kv: OrderedKV, cache_entries: int = 200_000) -> None:
         self.kv = kv
         self._cache_entries = cache_entries
-        self._entities: dict[tuple[str, str], Entity | None] = {}
-        self._aliases: dict[tuple[str, str], list[tuple[str, int]]] = {}
+        # Read caches. Speed: they hold only tuples of str/int, which the cyclic garbage collector
+        # stops tracking, so its full passes do not grow with the cache (about 100k entities).
+        self._entities: dict[tuple[str, str], tuple[str, str | None, int] | None] = {}
+        self._aliases: dict[tuple[str, str], tuple[tuple[str, int], ...]] = {}
         raw = kv.get(_LAST_TX)
         self._last_tx = int(raw) if raw else -(1 << 62)
         raw_seq = kv.get(_DEAD_LETTER_SEQUENCE)
@@ -110,19 +124,20 @@ class LedgerStore:
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         key = (tenant, entity_id)
         if key in self._entities:
-            return self._entities[key]
+            cached = self._entities[key]
+            return Entity(tenant, entity_id, *cached) if cached is not None else None
         raw = self.kv.get(b"E" + pack(tenant, entity_id))
         entity = codec.decode_entity(raw) if raw else None
-        self._remember(self._entities, key, entity)
+        self._remember(self._entities, key, _entity_row(entity))
         return entity
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
         key = (tenant, normalised)
         entries = self._aliases.get(key)
         if entries is None:
-            entries = [
+            entries = tuple(
                 (str(unpack(k[1:])[-1]), int(value)) for k, value in self.kv.scan(b"N" + pack(tenant, normalised))
-            ]
+            )
             self._remember(self._aliases, key, entries)
         return [entity_id for entity_id, tx in entries if known_at is None or tx <= known_at]
 
@@ -145,6 +160,13 @@ class LedgerStore:
     # -- GraphReader -----------------------------------------------------------------------------------------
     def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
         return self._scan_versions(b"A" + pack(tenant, node, rel, _DIRECTION[direction]))
+
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterator[EdgeVersion]:
+        """``adjacent``, decoded one version at a time as the scan advances: a caller that stops early
+        (a traversal whose expansion budget runs out) does not read a hub's whole adjacency, which
+        can hold hundreds of thousands of versions."""
+        for _, value in self.kv.scan(b"A" + pack(tenant, node, rel, _DIRECTION[direction])):
+            yield codec.decode_version(value)
 
     def adjacent_any(self, tenant: str, node: str) -> list[EdgeVersion]:
         """Every version at ``node``, any relationship, both directions (for history and changes)."""
@@ -184,56 +206,73 @@ class LedgerStore:
         }
 
     def _activity_after(self, pending: PendingLedger) -> list[SourceActivity]:
-        latest: dict[tuple[str, str], SourceActivity] = {}
+        # Speed: one mutable row per source rather than a dataclass ``replace`` per applied event.
+        # Row: [last_change_detected_at, last_change_tx, last_heartbeat_detected_at, last_heartbeat_tx].
+        rows: dict[tuple[str, str], list[int | None]] = {}
         for outcome in pending.outcomes:
             if outcome.outcome != "applied" or outcome.tenant is None or outcome.system is None:
                 continue
             key = (outcome.tenant, outcome.system)
-            if key not in latest:
+            row = rows.get(key)
+            if row is None:
                 raw = self.kv.get(b"L" + pack(*key))
-                latest[key] = codec.decode_activity(raw) if raw else SourceActivity(*key)
-            current = latest[key]
+                current = codec.decode_activity(raw) if raw else SourceActivity(*key)
+                row = rows[key] = [current.last_change_detected_at, current.last_change_tx,
+                                   current.last_heartbeat_detected_at, current.last_heartbeat_tx]
             if outcome.kind == "heartbeat":
-                if (current.last_heartbeat_detected_at or -(1 << 62)) <= (outcome.detected_at or 0):
-                    latest[key] = replace(current, last_heartbeat_detected_at=outcome.detected_at,
-                                          last_heartbeat_tx=outcome.tx_at)
-            elif outcome.kind == "change" and (
-                (current.last_change_detected_at or -(1 << 62)) <= (outcome.detected_at or 0)
-            ):
-                latest[key] = replace(current, last_change_detected_at=outcome.detected_at,
-                                          last_change_tx=outcome.tx_at)
-        return list(latest.values())
+                if (row[2] or -(1 << 62)) <= (outcome.detected_at or 0):
+                    row[2], row[3] = outcome.detected_at, outcome.tx_at
+            elif outcome.kind == "change" and (row[0] or -(1 << 62)) <= (outcome.detected_at or 0):
+                row[0], row[1] = outcome.detected_at, outcome.tx_at
+        return [SourceActivity(tenant, system, *row) for (tenant, system), row in rows.items()]
 
     def _write_through(self, pending: PendingLedger) -> None:
         for key, entity in pending.entities.items():
-            self._entities[key] = entity
+            self._entities[key] = _entity_row(entity)
         for alias in pending.aliases:
-            self._aliases.pop((alias.tenant, alias.normalised), None)
+            key = (alias.tenant, alias.normalised)
+            entries = self._aliases.get(key)
+            if entries is not None:
+                # Keep the cached scan result exact: one entry per entity id, in key (= id) order.
+                others = [entry for entry in entries if entry[0] != alias.entity_id]
+                self._aliases[key] = tuple(sorted([*others, (alias.entity_id, alias.tx_from)]))
+
+    @staticmethod
+    def _version_rows(version: EdgeVersion, is_new: bool, closed_now: bool, parts: _EncodedParts,
+                      puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
+        """The rows of one touched version: V, both A ends, and T/O/S/B as it is new or closed now."""
+        # Speed: the value is encoded once and shared by V, A and B; each key part is encoded once
+        # (per batch for parts that repeat, like tenant, rel, node ids and sources).
+        tenant, edge = parts[version.tenant], pack(version.edge_id)
+        src, rel, dst = parts[version.src], parts[version.rel], parts[version.dst]
+        value = codec.encode_version(version)
+        puts.append((b"V" + tenant + edge, value))
+        puts.append((b"A" + tenant + src + rel + _OUT + dst + edge, value))
+        puts.append((b"A" + tenant + dst + rel + _IN + src + edge, value))
+        authority = parts[version.authority]
+        if is_new:
+            puts.append((b"T" + tenant + encode_int(version.tx_from) + _APPENDED + edge, b""))
+            origin = edge if version.origin == version.edge_id else pack(version.origin)
+            puts.append((b"O" + tenant + origin + edge, b""))
+            puts.append((b"S" + tenant + authority + parts[version.source_record or ""]
+                         + parts[version.source_version or ""] + edge, b""))
+        if closed_now and version.tx_to is not None:
+            puts.append((b"T" + tenant + encode_int(version.tx_to) + _CLOSED + edge, b""))
+        if version.source_record is not None:
+            believed_key = b"B" + tenant + authority + parts[version.source_record] + edge
+            if is_new and version.tx_to is None:
+                puts.append((believed_key, value))
+            elif closed_now and not is_new:
+                deletes.append(believed_key)
 
     # -- the one atomic write -----------------------------------------------------------------------------------
     def commit(self, pending: PendingLedger, extra_puts: list[tuple[bytes, bytes]] = ()) -> None:
         """Write everything a batch of events did, with their event ids, in one WriteBatch."""
         puts: list[tuple[bytes, bytes]] = list(extra_puts)
         deletes: list[bytes] = []
+        parts = _EncodedParts()
         for version, is_new, closed_now in pending.final_versions():
-            tenant, edge_id = version.tenant, version.edge_id
-            value = codec.encode_version(version)
-            puts.append((b"V" + pack(tenant, edge_id), value))
-            puts.append((b"A" + pack(tenant, version.src, version.rel, "o", version.dst, edge_id), value))
-            puts.append((b"A" + pack(tenant, version.dst, version.rel, "i", version.src, edge_id), value))
-            if is_new:
-                puts.append((b"T" + pack(tenant, version.tx_from, "a", edge_id), b""))
-                puts.append((b"O" + pack(tenant, version.origin, edge_id), b""))
-                puts.append((b"S" + pack(tenant, version.authority, version.source_record or "",
-                                         version.source_version or "", edge_id), b""))
-            if closed_now and version.tx_to is not None:
-                puts.append((b"T" + pack(tenant, version.tx_to, "c", edge_id), b""))
-            if version.source_record is not None:
-                believed_key = b"B" + pack(tenant, version.authority, version.source_record, edge_id)
-                if is_new and version.tx_to is None:
-                    puts.append((believed_key, value))
-                elif closed_now and not is_new:
-                    deletes.append(believed_key)
+            self._version_rows(version, is_new, closed_now, parts, puts, deletes)
         for entity in pending.entities.values():
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
         for alias in pending.aliases:
