@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
@@ -176,13 +176,18 @@ class RecordingReader:
     boundaries: set[int] = field(default_factory=set)
 
     def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
-        versions = list(self.inner.adjacent(tenant, node, rel, direction))
-        for version in versions:
+        return list(self.iter_adjacent(tenant, node, rel, direction))
+
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterator[EdgeVersion]:
+        """Records the valid-time bounds of the versions actually read. Which records a walk reads
+        does not depend on valid_at (the budget counts records before the time filter), so the
+        answer holds for any valid_at between two recorded bounds."""
+        for version in self.inner.iter_adjacent(tenant, node, rel, direction):
             if version.valid_from is not None:
                 self.boundaries.add(version.valid_from)
             if version.valid_to is not None:
                 self.boundaries.add(version.valid_to)
-        return versions
+            yield version
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         return self.inner.entity(tenant, entity_id)

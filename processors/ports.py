@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 from processors.model import Direction, EdgeVersion, Entity
@@ -47,6 +47,10 @@ class GraphReader(Protocol):
 
     def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterable[EdgeVersion]:
         """Every version of every ``rel`` edge at ``node`` in ``direction``, in key order."""
+        ...
+
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterator[EdgeVersion]:
+        """``adjacent``, decoded lazily: a walk whose budget runs out stops reading a hub early."""
         ...
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...

@@ -184,12 +184,11 @@ def _expand(
     """Read one adjacency, filter each edge as it is read, group versions of the same fact."""
     key = (node, rel, direction)
     walk.read_set.add(key)
-    records = cache.get(key)
-    if records is None:
-        records = list(reader.adjacent(tenant, node, rel, direction))
-        cache[key] = records
+    cached = cache.get(key)
+    read: list[EdgeVersion] = []
     by_other: dict[str, list[EdgeVersion]] = {}
-    for version in records:
+    for version in cached if cached is not None else reader.iter_adjacent(tenant, node, rel, direction):
+        read.append(version)
         if version.tx_from > known_at:
             continue  # not yet recorded as of known_at: not read then, so not counted, and past answers reproduce
         if walk.edges_read >= limits.max_expansions:
@@ -203,6 +202,8 @@ def _expand(
         if plan.node_types is not None and entity_type_of(other) not in plan.node_types:
             continue
         by_other.setdefault(other, []).append(version)
+    if cached is None:
+        cache[key] = read  # read to the end: the budget did not stop it, so it is the whole adjacency
     if len(by_other) > limits.max_degree:
         walk.hit("max_degree")
         walk.frontier.append((node, depth, "max_degree"))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from processors.model import Direction, EdgeVersion, Entity, SourceActivity
@@ -130,6 +130,9 @@ class LedgerFollower:
     # -- GraphReader and what the cache needs --------------------------------------------------------------
     def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
         return self.store.adjacent(tenant, node, rel, direction)
+
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterator[EdgeVersion]:
+        return self.store.iter_adjacent(tenant, node, rel, direction)
 
     def adjacent_any(self, tenant: str, node: str) -> list[EdgeVersion]:
         return self.store.adjacent_any(tenant, node)

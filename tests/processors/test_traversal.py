@@ -130,3 +130,28 @@ def test_alias_and_canonical_id_give_the_same_paths(chapter_graph: Ledger) -> No
     by_id = chapter_graph.query("approvals-required-for", CONNECTOR)
     assert by_alias.anchor.resolution == "alias"
     assert by_alias.paths == by_id.paths
+
+
+def test_a_capped_walk_stops_reading_a_hub_at_its_budget(ledger: Ledger) -> None:
+    change = ledger.at("2026-03-01T00:00:00Z").change("cmdb")
+    for i in range(500):
+        change.asserts(f"Service:cmdb:S{i}", "depends_on", CONNECTOR)
+    change.send()
+    decoded = []
+
+    class CountingReader:
+        def __getattr__(self, name):
+            return getattr(ledger.store, name)
+
+        def iter_adjacent(self, *args):
+            for version in ledger.store.iter_adjacent(*args):
+                decoded.append(version)
+                yield version
+
+    engine = QueryEngine(CountingReader(), default_ontology())
+    from schemas.times import parse_micros
+
+    now = parse_micros("2030-01-01")
+    result = engine.run(QueryRequest("dependents-of", "acme", CONNECTOR, now, now, Limits(max_expansions=20)))
+    assert result.truncated and result.counts.edges_read == 20
+    assert len(decoded) == 21, "the record that trips the budget is the last one decoded"
