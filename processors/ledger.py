@@ -226,7 +226,8 @@ class LedgerProcessor:
         for index, (_, item, _) in enumerate(assertions):
             self._check_ontology(item.src.type, item.rel, item.dst.type, item.phrase, f"assert[{index}]")
         for index, (_, item, _) in enumerate(retractions):
-            self._check_ontology(item.src.type, item.rel, item.dst.type, "retraction", f"retract[{index}]")
+            self._check_ontology(item.src.type, item.rel, item.dst.type, None, f"retract[{index}]",
+                                 check_phrase=False)
         resolver.commit(ledger, tx)
 
         provenance = Provenance(
@@ -273,8 +274,9 @@ class LedgerProcessor:
         assert resolution.entity_id is not None
         return resolution.entity_id
 
-    def _check_ontology(self, src_type: str, rel: str, dst_type: str, phrase: str | None, where: str) -> None:
-        violation = self.ontology.violation(src_type, rel, dst_type, phrase)
+    def _check_ontology(self, src_type: str, rel: str, dst_type: str, phrase: str | None, where: str,
+                        check_phrase: bool = True) -> None:
+        violation = self.ontology.violation(src_type, rel, dst_type, phrase, check_phrase)
         if violation:
             raise Rejected(f"{where}: ontology violation: {violation}")
 

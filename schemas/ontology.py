@@ -47,8 +47,10 @@ class Ontology(BaseModel):
         spec = self.relationships.get(rel)
         return spec is not None and spec.cardinality == "one"
 
-    def violation(self, src_type: str, rel: str, dst_type: str, phrase: str | None) -> str | None:
-        """Why an edge breaks the vocabulary, or ``None`` when it fits."""
+    def violation(self, src_type: str, rel: str, dst_type: str, phrase: str | None,
+                  check_phrase: bool = True) -> str | None:
+        """Why an edge breaks the vocabulary, or ``None`` when it fits. A retraction names an edge
+        that was asserted with its phrase, so it passes ``check_phrase=False``."""
         if src_type not in self.entity_types:
             return f"entity type {src_type!r} is not in the ontology"
         if dst_type not in self.entity_types:
@@ -63,7 +65,7 @@ class Ontology(BaseModel):
             return f"{rel!r} cannot start at a {src_type} (domain: {', '.join(spec.domain)})"
         if ANY not in spec.range and dst_type not in spec.range:
             return f"{rel!r} cannot end at a {dst_type} (range: {', '.join(spec.range)})"
-        if spec.requires_phrase and not phrase:
+        if check_phrase and spec.requires_phrase and not phrase:
             return f"{rel!r} needs the source's own wording in 'phrase'"
         return None
 
