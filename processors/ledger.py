@@ -173,11 +173,7 @@ class LedgerProcessor:
                 versioner.finish("revoke")
             case RevokeSourceEvent():
                 source = event.source
-                versions = [
-                    v for v in ledger.versions_by_source(event.tenant, source.system, source.record, source.version)
-                    if (source.record is None or v.source_record == source.record)
-                    and (source.version is None or v.source_version == source.version)
-                ]
+                versions = ledger.versions_by_source(event.tenant, source.system, source.record, source.version)
                 versioner = Versioner(ledger, self.ontology, event.tenant, event.event_id, tx)
                 versioner.revoke(versions, "revoke_source")
                 versioner.finish("revoke_source")

@@ -116,10 +116,11 @@ class LedgerStore:
             parts.append(record)
             if version is not None:
                 parts.append(version)
-        found = self._versions_by_index(b"S" + pack(*parts), tenant)
-        if record is None and version is not None:
-            found = [v for v in found if v.source_version == version]
-        return found
+        # The index files a missing record or version as "", so the prefix can over-match: keep exact ones.
+        return [
+            v for v in self._versions_by_index(b"S" + pack(*parts), tenant)
+            if (record is None or v.source_record == record) and (version is None or v.source_version == version)
+        ]
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         key = (tenant, entity_id)
