@@ -200,6 +200,10 @@ class LedgerStore:
             _, tx, what, edge_id = unpack(key[1:])
             yield int(tx), str(edge_id), "appended" if what == "a" else "closed"
 
+    def tenants_with_activity(self) -> list[str]:
+        """Tenants the ledger has applied a change or heartbeat for (``L`` holds one row per tenant and source)."""
+        return sorted({str(unpack(key[1:])[0]) for key, _ in self.kv.scan(b"L")})
+
     def source_activity(self, tenant: str) -> dict[str, SourceActivity]:
         return {
             activity.system: activity

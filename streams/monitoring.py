@@ -15,18 +15,12 @@ from confluent_kafka import Producer
 from processors.freshness import FreshnessMonitor, stale_sources
 from schemas.slo import SloConfig
 from state.freshness_store import FreshnessStore
-from state.keys import unpack
 from state.store import LedgerStore
 from streams.kafka_config import producer_config
 from streams.metrics import LedgerMetrics
 from streams.topics import Topic, TopicSettings
 
 log = logging.getLogger(__name__)
-
-
-def tenants_with_activity(store: LedgerStore) -> list[str]:
-    """Tenants the ledger has applied a change or heartbeat for (``L`` holds one row per tenant and source)."""
-    return sorted({str(unpack(key[1:])[0]) for key, _ in store.kv.scan(b"L")})
 
 
 class FreshnessTicker:
@@ -46,7 +40,7 @@ class FreshnessTicker:
         activities = []
         stale_anywhere: set[str] = set()
         review_depth = 0
-        for tenant in tenants_with_activity(self.store):
+        for tenant in self.store.tenants_with_activity():
             activity = self.store.source_activity(tenant)
             activities += activity.values()
             monitor = self.monitors.get(tenant) or self.statuses.monitor(tenant, self.slo)
