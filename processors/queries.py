@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from processors.identity import entity_type_of, normalise_name
 from processors.model import Direction, EdgeVersion
@@ -141,38 +141,33 @@ def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int) -
 
 
 # -- assembly ---------------------------------------------------------------------------------------------
-def edge_out(version: EdgeVersion, known_at: int | None = None, evidence: bool = True,
-             corroborated_by: list[str] | None = None) -> EdgeVersionOut:
-    """The contract's edge shape; ``known_at`` hides a closing that happened after it.
-
-    Built with ``model_construct``: every value comes from a stored version the core already
-    validated, and validating it again was a fifth of a large answer's cost.
-    """
+def edge_json(version: EdgeVersion, known_at: int | None = None, evidence: bool = True) -> dict[str, Any]:
+    """The contract's edge shape as plain JSON; ``known_at`` hides a closing that happened after it.
+    The one definition of that shape: results wrap it, the ``edge-versions`` log writes it as is."""
     tx_to = version.tx_to
     if known_at is not None and tx_to is not None and tx_to > known_at:
         tx_to = None
-    return EdgeVersionOut.model_construct(
-        edge_id=version.edge_id,
-        tenant=version.tenant,
-        src=version.src,
-        rel=version.rel,
-        dst=version.dst,
-        valid_from=format_micros(version.valid_from),
-        valid_to=format_micros(version.valid_to),
-        tx_from=format_micros(version.tx_from) or "",
-        tx_to=format_micros(tx_to),
-        source=SourceOut.model_construct(system=version.authority, record=version.source_record,
-                                         version=version.source_version),
-        evidence=version.evidence if evidence else None,
-        evidence_omitted=not evidence,
-        confidence=version.confidence,
-        origin=version.origin,
-        supersedes=list(version.supersedes),
-        event_id=version.event_id,
-        detected_at=format_micros(version.detected_at),
-        phrase=version.phrase,
-        corroborated_by=corroborated_by or [],
-    )
+    return {
+        "edge_id": version.edge_id, "tenant": version.tenant, "src": version.src, "rel": version.rel,
+        "dst": version.dst, "valid_from": format_micros(version.valid_from),
+        "valid_to": format_micros(version.valid_to), "tx_from": format_micros(version.tx_from) or "",
+        "tx_to": format_micros(tx_to),
+        "source": {"system": version.authority, "record": version.source_record, "version": version.source_version},
+        "evidence": version.evidence if evidence else None, "confidence": version.confidence,
+        "origin": version.origin, "supersedes": list(version.supersedes), "event_id": version.event_id,
+        "detected_at": format_micros(version.detected_at), "phrase": version.phrase,
+    }
+
+
+def edge_out(version: EdgeVersion, known_at: int | None = None, evidence: bool = True,
+             corroborated_by: list[str] | None = None) -> EdgeVersionOut:
+    """``edge_json`` as the result model, built with ``model_construct``: every value comes from a
+    stored version the core already validated, and validating it again was a fifth of a large
+    answer's cost."""
+    data = edge_json(version, known_at, evidence)
+    data["source"] = SourceOut.model_construct(**data["source"])
+    return EdgeVersionOut.model_construct(**data, evidence_omitted=not evidence,
+                                          corroborated_by=corroborated_by or [])
 
 
 StaleSources = Callable[[str, frozenset[str]], list[str]]

@@ -20,6 +20,7 @@ import orjson
 from processors.model import AliasEntry, EdgeVersion, Entity
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
+from processors.queries import edge_json
 from schemas.times import format_micros, parse_micros
 from streams.topics import Topic
 
@@ -32,18 +33,8 @@ class OutRecord:
 
 
 def version_json(version: EdgeVersion) -> dict:
-    """The contract's edge shape as plain JSON (what ``edge_out`` gives, without pydantic on the hot path)."""
-    return {
-        "edge_id": version.edge_id, "tenant": version.tenant, "src": version.src, "rel": version.rel,
-        "dst": version.dst, "valid_from": format_micros(version.valid_from),
-        "valid_to": format_micros(version.valid_to), "tx_from": format_micros(version.tx_from),
-        "tx_to": format_micros(version.tx_to),
-        "source": {"system": version.authority, "record": version.source_record, "version": version.source_version},
-        "evidence": version.evidence, "confidence": version.confidence, "origin": version.origin,
-        "supersedes": list(version.supersedes), "event_id": version.event_id,
-        "detected_at": format_micros(version.detected_at), "phrase": version.phrase,
-        "detected_at_us": version.detected_at,
-    }
+    """The contract's edge shape, plus ``detected_at_us`` so a replay restores the exact instant."""
+    return {**edge_json(version), "detected_at_us": version.detected_at}
 
 
 def _version_record(version: EdgeVersion, appended: bool, closed: bool) -> dict:
