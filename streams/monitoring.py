@@ -18,6 +18,7 @@ from state.freshness_store import FreshnessStore
 from state.store import LedgerStore
 from streams.kafka_config import producer_config
 from streams.metrics import LedgerMetrics
+from streams.produce import deliver
 from streams.topics import Topic, TopicSettings
 
 log = logging.getLogger(__name__)
@@ -47,12 +48,11 @@ class FreshnessTicker:
             self.monitors[tenant] = monitor
             transitions = monitor.evaluate(activity, now)
             for transition in transitions:
-                event = transition.to_event()
-                self.producer.produce(self.topic, key=f"{tenant}/{transition.source}".encode(),
-                                      value=event.model_dump_json().encode())
                 log.warning("source %s for tenant %s is now %s", transition.source, tenant, transition.status)
             if transitions:
-                self.producer.flush(10)
+                records = [(self.topic, f"{tenant}/{t.source}".encode(), t.to_event().model_dump_json().encode())
+                           for t in transitions]
+                deliver(self.producer, records, 10)
                 self.statuses.record(transitions)
             stale_anywhere |= stale_sources(activity, self.slo, now)
             review_depth += sum(1 for _ in self.store.review_items(tenant))

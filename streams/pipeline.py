@@ -32,6 +32,7 @@ from state.store import LedgerStore
 from streams.kafka_config import consumer_config, producer_config
 from streams.ledger_files import make_processor
 from streams.ledger_log import OutRecord, Replay, outbox_for
+from streams.produce import deliver
 from streams.topics import INPUT_TOPICS, Topic, TopicSettings
 
 log = logging.getLogger(__name__)
@@ -222,20 +223,4 @@ class LedgerWorker:
             self.bookkeeping.trim([key for key, _ in parked])
 
     def _send(self, records: list[OutRecord]) -> None:
-        failures: list[str] = []
-
-        def delivered(error, message) -> None:
-            if error is not None:
-                failures.append(str(error))
-
-        for record in records:
-            topic = self.config.topics.name(record.topic)
-            while True:
-                try:
-                    self.producer.produce(topic, key=record.key.encode(), value=record.value, on_delivery=delivered)
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)
-        self.producer.flush(30)
-        if failures:
-            raise RuntimeError(f"could not deliver {len(failures)} outbox records: {failures[0]}")
+        deliver(self.producer, ((self.config.topics.name(r.topic), r.key.encode(), r.value) for r in records), 30)

@@ -8,7 +8,7 @@ cross entities within a tenant. Lines that are not JSON objects still go to ``so
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import orjson
@@ -44,10 +44,10 @@ def route(line: bytes) -> tuple[str, bytes | None]:
     return TOPIC_FOR_KIND.get(document.get("kind"), Topic.SOURCE_CHANGES), key
 
 
-def produce_lines(lines: Iterable[bytes], bootstrap: str, topics: TopicSettings | None = None,
-                  progress: bool = False, total: int | None = None) -> int:
-    topics = topics or TopicSettings()
-    producer = Producer(producer_config(bootstrap))
+def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, bytes]], timeout: float = 60,
+            on_sent: Callable[[], None] | None = None) -> int:
+    """Produce ``(topic, key, value)`` messages, waiting when the local queue is full, then flush;
+    raise if any was not delivered. Returns how many were sent."""
     failures: list[str] = []
 
     def delivered(error, message) -> None:
@@ -55,25 +55,36 @@ def produce_lines(lines: Iterable[bytes], bootstrap: str, topics: TopicSettings 
             failures.append(str(error))
 
     sent = 0
-    with tqdm(total=total, unit="ev", disable=not progress, desc="produce") as bar:
+    for topic, key, value in messages:
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+        sent += 1
+        if on_sent is not None:
+            on_sent()
+    producer.flush(timeout)
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {sent} records were not delivered: {failures[0]}")
+    return sent
+
+
+def produce_lines(lines: Iterable[bytes], bootstrap: str, topics: TopicSettings | None = None,
+                  progress: bool = False, total: int | None = None) -> int:
+    topics = topics or TopicSettings()
+
+    def messages() -> Iterable[tuple[str, bytes | None, bytes]]:
         for raw in lines:
             line = raw.strip()
-            if not line:
-                continue
-            logical, key = route(line)
-            while True:
-                try:
-                    producer.produce(topics.name(logical), key=key, value=line, on_delivery=delivered)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            producer.poll(0)
-            sent += 1
-            bar.update(1)
-        producer.flush(60)
-    if failures:
-        raise RuntimeError(f"{len(failures)} events were not delivered: {failures[0]}")
-    return sent
+            if line:
+                logical, key = route(line)
+                yield topics.name(logical), key, line
+
+    with tqdm(total=total, unit="ev", disable=not progress, desc="produce") as bar:
+        return deliver(Producer(producer_config(bootstrap)), messages(), on_sent=lambda: bar.update(1))
 
 
 def produce_files(paths: list[Path], bootstrap: str, topics: TopicSettings | None = None,
