@@ -250,7 +250,8 @@ class CachedQueryEngine:
     """Called with each non-empty invalidation record (the ``cache-invalidations`` topic hooks in here)."""
     stats: CacheStats = field(default_factory=CacheStats)
     decoded_entries: int = 1_024
-    """Decoded results kept beside the backend, so a hit costs no JSON parsing."""
+    """Decoded results kept beside the backend, so a hit costs no JSON parsing (a miss puts its freshly
+    computed result here, so even the first hit after it parses nothing)."""
     _synced: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _decoded: OrderedDict[str, tuple[bytes, QueryResult]] = field(default_factory=OrderedDict, init=False,
                                                                    repr=False)
@@ -262,8 +263,9 @@ class CachedQueryEngine:
         return self.run_with_status(request)[0]
 
     def run_with_status(self, request: QueryRequest) -> tuple[QueryResult, CacheStatus]:
-        """The answer and where it came from. A hit shares nested objects with the cache: treat
-        results as read-only (serialise them, do not edit them)."""
+        """The answer and where it came from. A hit or a miss shares nested objects with the cache
+        (a miss's result is kept as the entry's decoded form): treat results as read-only (serialise
+        them, do not edit them)."""
         current = is_current(request.known_at, self.last_tx())
         self.catch_up(request.tenant)
         if not is_cacheable(request, current):
@@ -285,17 +287,18 @@ class CachedQueryEngine:
         result, read_set = QueryEngine(recorder, self.ontology, self.stale_sources).run_with_read_set(request)
         window = valid_window(recorder.boundaries, request.valid_at)
         tenant = request.tenant
-        self.stats.evicted += self.backend.put(
-            CacheEntry(
-                key=entry_key(base, window),
-                base=base,
-                tenant=tenant,
-                current=current,
-                window=window,
-                read_set=frozenset((tenant, node, rel, d) for node, rel, d in read_set),
-                result_json=result.model_dump_json().encode(),
-            )
+        entry = CacheEntry(
+            key=entry_key(base, window),
+            base=base,
+            tenant=tenant,
+            current=current,
+            window=window,
+            read_set=frozenset((tenant, node, rel, d) for node, rel, d in read_set),
+            result_json=result.model_dump_json().encode(),
         )
+        self.stats.evicted += self.backend.put(entry)
+        # The next hit on this entry finds its bytes here and parses nothing.
+        self._remember_decoded(entry.key, entry.result_json, result)
         return result, "miss"
 
     def catch_up(self, tenant: str) -> list[CacheInvalidation]:
@@ -341,10 +344,16 @@ class CachedQueryEngine:
             self._decoded.move_to_end(entry.key)
             return known[1]
         result = QueryResult.model_validate_json(entry.result_json)
-        self._decoded[entry.key] = (entry.result_json, result)
-        if len(self._decoded) > self.decoded_entries:
-            self._decoded.popitem(last=False)
+        self._remember_decoded(entry.key, entry.result_json, result)
         return result
+
+    def _remember_decoded(self, key: str, result_json: bytes, result: QueryResult) -> None:
+        """Keep ``result`` as the parse of ``result_json`` (the bytes stored under ``key``), most recent
+        last, at most ``decoded_entries`` of them."""
+        self._decoded[key] = (result_json, result)
+        self._decoded.move_to_end(key)
+        while len(self._decoded) > self.decoded_entries:
+            self._decoded.popitem(last=False)
 
     def _still_holds(self, result: QueryResult, request: QueryRequest) -> bool:
         """What the adjacency read set does not cover: the anchor, result names, stale sources."""

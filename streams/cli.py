@@ -279,11 +279,31 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8080,
     slo: Annotated[Path | None, typer.Option("--slo", help="Source SLOs for coverage (default: bundled).")] = None,
+    bootstrap: Annotated[str | None, typer.Option(
+        "--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
+        help="Kafka bootstrap servers: publish each cache invalidation to the cache-invalidations topic "
+             "(keyed by tenant). Default: do not publish.")] = None,
+    topic_prefix: Annotated[str, typer.Option(
+        "--topic-prefix", help="Prefix of the topic names (used with --bootstrap).")] = "edgeledger.",
 ) -> None:
     """HTTP API for agents (one endpoint per traversal, OpenAPI at /openapi.json) and /metrics."""
+    from streams.cache_invalidations import PublisherSetupError, check_topic_name
     from streams.http_api import serve as serve_http
+    from streams.topics import Topic
 
-    serve_http(state, host=host, port=port, slo=load_slo(slo) if slo else default_slo())
+    if bootstrap is not None:
+        if not bootstrap.strip():
+            raise CliError("--bootstrap is empty: give host:port[,host:port...], or leave it out to not publish")
+        try:
+            check_topic_name(topic_prefix + Topic.CACHE_INVALIDATIONS)
+        except ValueError as error:
+            raise CliError(f"--topic-prefix: {error}") from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        serve_http(state, host=host, port=port, slo=load_slo(slo) if slo else default_slo(),
+                   bootstrap=bootstrap.strip() if bootstrap is not None else None, topic_prefix=topic_prefix)
+    except PublisherSetupError as error:
+        raise CliError(f"--bootstrap: {error}") from None
 
 
 @app.command()

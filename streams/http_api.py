@@ -7,6 +7,10 @@ most every ``refresh_interval_s``) and reopens its reader if so; the cached engi
 on the tenant's changed versions (``state.changes.versions_changed_since``) and invalidates the
 answers they touch, so a cached answer is never staler than the reader's view. Requests are
 serialised by one lock: a query is a few RocksDB reads, and the reader swaps under the lock.
+
+With a Kafka ``bootstrap`` (``edgeledger serve --bootstrap``), every invalidation record the cache
+emits is also produced to the ``cache-invalidations`` topic (``streams.cache_invalidations``),
+asynchronously: a request never waits for the broker.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from processors.cache import CachedQueryEngine, CacheStatus
 from processors.freshness import stale_sources_for_queries
 from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, parse_edge_allowlist
 from processors.traversal import Limits, PlanRefused
+from schemas.cache import CacheInvalidation
 from schemas.ontology import Ontology, default_ontology
 from schemas.results import HistoryResult, QueryResult
 from schemas.slo import SloConfig
@@ -38,8 +43,10 @@ from schemas.times import format_micros, parse_micros
 from state.cache_store import CacheStore
 from state.changes import LedgerFollower
 from state.kv import RocksKV
+from streams.cache_invalidations import InvalidationPublisher
 from streams.ledger_files import wall_clock_micros
 from streams.metrics import LedgerMetrics
+from streams.topics import TopicSettings
 
 DEFAULTS = Limits()
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$"
@@ -213,7 +220,8 @@ class BadRequest(ValueError):
 
 # -- the service behind the routes -------------------------------------------------------------------------------
 class LedgerService:
-    """The follower, the cached engine, metrics and the lock that serialises them."""
+    """The follower, the cached engine, metrics and the lock that serialises them; optionally the
+    publisher of invalidation records (set ``publisher`` after construction)."""
 
     def __init__(self, state_dir: Path, cache_kv: RocksKV, ontology: Ontology, refresh_interval_s: float,
                  max_cache_entries: int, memory_cache_entries: int, slo: SloConfig | None,
@@ -223,6 +231,7 @@ class LedgerService:
         self.wall_clock = wall_clock
         self.lock = threading.Lock()
         self.closed = False
+        self.publisher: InvalidationPublisher | None = None
         self.follower = LedgerFollower(state_dir, refresh_interval_s)
         self.cache = CacheStore(cache_kv, max_cache_entries, memory_cache_entries)
         stale: StaleSources = no_stale_sources
@@ -230,13 +239,20 @@ class LedgerService:
             stale = stale_sources_for_queries(ontology, slo, self.follower.source_activity, wall_clock)
         self.engine = CachedQueryEngine(
             self.follower, ontology, self.cache, self.follower.last_tx, self.follower.changes_since, stale,
-            on_invalidation=lambda record: metrics.observe_invalidations(len(record.invalidated_keys)),
+            on_invalidation=self._invalidated,
         )
+
+    def _invalidated(self, record: CacheInvalidation) -> None:
+        self.metrics.observe_invalidations(len(record.invalidated_keys))
+        if self.publisher is not None:
+            self.publisher.publish(record)
 
     def close(self) -> None:
         """Idempotent: an ASGI server may run the lifespan more than once over one app object."""
         if not self.closed:
             self.closed = True
+            if self.publisher is not None:
+                self.publisher.close()
             self.follower.close()
             self.cache.close()
 
@@ -347,15 +363,30 @@ def create_app(
     slo: SloConfig | None = None,
     metrics: LedgerMetrics | None = None,
     wall_clock: Callable[[], int] = wall_clock_micros,
+    bootstrap: str | None = None,
+    topic_prefix: str = "edgeledger.",
 ) -> FastAPI:
     """The API over the ledger at ``state_dir``, opened read-only. ``cache_dir`` holds the cache's own
     RocksDB (a scratch area, cleared at start; default: a temporary directory removed at shutdown).
-    With an ``slo``, answers that depend on a source past its max silence say ``unknown``, not ``none``."""
+    With an ``slo``, answers that depend on a source past its max silence say ``unknown``, not ``none``.
+    With a Kafka ``bootstrap``, invalidation records are produced to ``<topic_prefix>cache-invalidations``
+    (created if missing; ``streams.cache_invalidations.PublisherSetupError`` when that fails)."""
     ontology = ontology or default_ontology()
     metrics = metrics or LedgerMetrics()
+    topics = TopicSettings(prefix=topic_prefix) if bootstrap is not None else None
     scratch = None if cache_dir is not None else Path(tempfile.mkdtemp(prefix="edgeledger-cache-"))
-    service = LedgerService(Path(state_dir), RocksKV(cache_dir or scratch), ontology, refresh_interval_s,
-                            max_cache_entries, memory_cache_entries, slo, metrics, wall_clock)
+    service = None
+    try:
+        service = LedgerService(Path(state_dir), RocksKV(cache_dir or scratch), ontology, refresh_interval_s,
+                                max_cache_entries, memory_cache_entries, slo, metrics, wall_clock)
+        if bootstrap is not None:
+            service.publisher = InvalidationPublisher(bootstrap, topics, metrics)
+    except BaseException:
+        if service is not None:
+            service.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -441,6 +472,9 @@ def create_app(
     return app
 
 
-def serve(state_dir: Path, host: str = "127.0.0.1", port: int = 8080, slo: SloConfig | None = None) -> None:
-    """``edgeledger serve``: the API and ``/metrics`` on one port, until interrupted."""
-    uvicorn.run(create_app(state_dir, slo=slo), host=host, port=port, log_level="info")
+def serve(state_dir: Path, host: str = "127.0.0.1", port: int = 8080, slo: SloConfig | None = None,
+          bootstrap: str | None = None, topic_prefix: str = "edgeledger.") -> None:
+    """``edgeledger serve``: the API and ``/metrics`` on one port, until interrupted; with ``bootstrap``,
+    invalidation records also go to the ``cache-invalidations`` topic (flushed at shutdown)."""
+    app = create_app(state_dir, slo=slo, bootstrap=bootstrap, topic_prefix=topic_prefix)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -95,6 +95,12 @@ class LedgerMetrics:
             "edgeledger_cache_invalidations_total", "Cached answers invalidated by new or closed edge versions.",
             registry=r,
         )
+        self.cache_invalidation_records = Counter(
+            "edgeledger_cache_invalidation_records_total",
+            "Invalidation records produced to the cache-invalidations topic (serve --bootstrap), by result: "
+            "published (acknowledged by the broker) or failed (not delivered; logged with its keys).",
+            ["result"], registry=r,
+        )
         self.traversals = Counter("edgeledger_traversals_total", "Traversals answered, by query.", ["query"],
                                   registry=r)
         self.traversals_truncated = Counter(
@@ -186,6 +192,14 @@ class LedgerMetrics:
     def observe_invalidations(self, count: int) -> None:
         if count:
             self.cache_invalidations.inc(count)
+
+    def observe_invalidation_record(self, published: bool) -> None:
+        self.cache_invalidation_records.labels("published" if published else "failed").inc()
+
+    def expect_invalidation_records(self) -> None:
+        """Expose both results at 0 from the start, so an alert on ``failed`` has a series to watch."""
+        for result in ("published", "failed"):
+            self.cache_invalidation_records.labels(result)
 
     # -- levels --------------------------------------------------------------------------------------------------
     def set_review_depth(self, depth: int) -> None:

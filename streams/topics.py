@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -128,17 +128,22 @@ def ensure_topics(
     settings: TopicSettings | None = None,
     *,
     timeout: float = 15.0,
+    only: Iterable[str] | None = None,
 ) -> list[str]:
-    """Create every missing topic with explicit configs; return the physical names created by this call.
+    """Create every missing topic (or only the logical topics in ``only``) with explicit configs; return
+    the physical names created by this call.
 
     Existing topics are left untouched (a partition-count mismatch is only logged), and a concurrent
     creator winning the race (``TOPIC_ALREADY_EXISTS``) is tolerated.
     """
     settings = settings or TopicSettings()
+    wanted = None if only is None else {settings.name(logical) for logical in only}
     admin = _admin(admin_or_bootstrap)
     existing = admin.list_topics(timeout=timeout).topics
     missing: list[NewTopic] = []
     for new in settings.new_topics():
+        if wanted is not None and new.topic not in wanted:
+            continue
         meta = existing.get(new.topic)
         if meta is None or meta.error is not None:
             missing.append(new)

@@ -34,6 +34,7 @@ APP_METRICS: dict[str, str] = {
     "edgeledger_corrections_total": "counter",
     "edgeledger_cache_requests_total": "counter",
     "edgeledger_cache_invalidations_total": "counter",
+    "edgeledger_cache_invalidation_records_total": "counter",
     "edgeledger_traversals_total": "counter",
     "edgeledger_traversals_truncated_total": "counter",
     "edgeledger_review_queue_depth": "gauge",

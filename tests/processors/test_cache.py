@@ -25,6 +25,7 @@ from processors.cache import (
 from processors.queries import QueryEngine, QueryRequest, parse_edge_allowlist
 from processors.traversal import Limits
 from schemas.ontology import default_ontology
+from schemas.results import QueryResult
 from schemas.times import format_micros, parse_micros
 from state.cache_store import CacheStore
 from state.changes import versions_changed_since
@@ -204,6 +205,45 @@ def test_identity_hook_drops_entries_that_read_either_entity(served: tuple[Ledge
     dropped = engine.invalidate_entities("acme", [CONNECTOR])
     assert sorted(k.split(":")[0] for k in dropped) == ["dependents-of", "owners-of"]
     assert engine.run_with_status(request("owners-of", DASH))[1] == "hit"
+
+
+@pytest.mark.parametrize("memory_entries", [0, 2_000], ids=["entry-reloaded-from-kv", "entry-in-memory-front"])
+def test_a_hit_right_after_a_miss_parses_no_json(ledger: Ledger, memory_entries: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger.change("cmdb").asserts(REPORTS, "depends_on", CONNECTOR).asserts(REPORTS, "owned_by", ANA).send()
+    engine = cached_engine(ledger, memory_entries=memory_entries)
+    parses: list[bytes] = []
+    parse = QueryResult.model_validate_json
+
+    def counting_parse(data: bytes, *args: Any, **kwargs: Any) -> QueryResult:
+        parses.append(data)
+        return parse(data, *args, **kwargs)
+
+    monkeypatch.setattr(QueryResult, "model_validate_json", counting_parse)
+    asked = request("dependents-of", CONNECTOR, depth=2)
+    assert engine.run_with_status(asked)[1] == "miss"
+    again, status = engine.run_with_status(asked)
+    assert status == "hit" and parses == [], "the miss left its result in the decoded front"
+    assert [r.entity for r in again.results] == [REPORTS] and again.edges
+    uncached = QueryEngine(ledger.store, ONTOLOGY).run(asked)
+    assert again.model_dump() == uncached.model_dump()
+    assert again.model_dump_json() == uncached.model_dump_json()
+
+    engine.decoded_entries = 0  # the seam works: without the front, the same hit parses the stored JSON
+    other = request("owners-of", REPORTS)
+    assert engine.run_with_status(other)[1] == "miss"
+    assert engine.run_with_status(other)[1] == "hit" and len(parses) == 1
+    assert not engine._decoded, "the front never holds more than decoded_entries"
+
+
+def test_the_decoded_front_stays_bounded(served: tuple[Ledger, CachedQueryEngine]) -> None:
+    _, engine = served
+    engine.decoded_entries = 2
+    for entity in (CONNECTOR, REPORTS, DASH, ETL):
+        engine.run(request("owners-of", entity))
+    assert len(engine._decoded) == 2
+    assert [key.split(":")[0] for key in engine._decoded] == ["owners-of", "owners-of"]
+    assert engine.run_with_status(request("owners-of", ETL))[1] == "hit"
 
 
 def test_bounded_entries_evict_the_oldest(served: tuple[Ledger, CachedQueryEngine]) -> None:
