@@ -168,12 +168,15 @@ class LedgerProcessor:
                 version = ledger.version(event.tenant, event.edge_id)
                 if version is None:
                     raise Rejected(f"unknown edge id {event.edge_id!r} for tenant {event.tenant!r}")
+                # The fact and what remains of it: the believed versions of its edge that share its origin.
+                fact = [v for v in ledger.believed_edge(event.tenant, version.src, version.rel, version.dst)
+                        if v.origin == version.origin]
                 versioner = Versioner(ledger, self.ontology, event.tenant, event.event_id, tx)
-                versioner.revoke(ledger.versions_by_origin(event.tenant, version.origin), "revoke")
+                versioner.revoke(fact, "revoke")
                 versioner.finish("revoke")
             case RevokeSourceEvent():
                 source = event.source
-                versions = ledger.versions_by_source(event.tenant, source.system, source.record, source.version)
+                versions = ledger.believed_by_source(event.tenant, source.system, source.record, source.version)
                 versioner = Versioner(ledger, self.ontology, event.tenant, event.event_id, tx)
                 versioner.revoke(versions, "revoke_source")
                 versioner.finish("revoke_source")

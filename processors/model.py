@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 Direction = Literal["out", "in"]
@@ -53,7 +53,11 @@ class EdgeVersion:
         return self.known_at(known_at) and self.valid_at(valid_at)
 
     def close_belief(self, tx: int) -> EdgeVersion:
-        return replace(self, tx_to=tx)
+        # Speed: the constructor directly; ``dataclasses.replace`` costs several times as much.
+        return EdgeVersion(self.edge_id, self.tenant, self.src, self.rel, self.dst, self.valid_from, self.valid_to,
+                           self.tx_from, tx, self.authority, self.source_record, self.source_version, self.evidence,
+                           self.confidence, self.origin, self.supersedes, self.event_id, self.detected_at,
+                           self.phrase)
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,6 @@ class PendingLedger:
     tx: int | None = None
     _by_logical: dict[tuple[str, str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     _by_out: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
-    _by_origin: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     _new_by_tenant: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
 
@@ -78,7 +77,6 @@ class PendingLedger:
         self.appended.append(key)
         self._by_logical[(version.tenant, version.src, version.rel, version.dst)].append(version.edge_id)
         self._by_out[(version.tenant, version.src, version.rel)].append(version.edge_id)
-        self._by_origin[(version.tenant, version.origin)].append(version.edge_id)
         self._new_by_tenant[version.tenant].append(version.edge_id)
         self.counts.versions_appended += 1
 
@@ -89,7 +87,6 @@ class PendingLedger:
         self.appended.remove(key)
         self._by_logical[(version.tenant, version.src, version.rel, version.dst)].remove(version.edge_id)
         self._by_out[(version.tenant, version.src, version.rel)].remove(version.edge_id)
-        self._by_origin[(version.tenant, version.origin)].remove(version.edge_id)
         self._new_by_tenant[version.tenant].remove(version.edge_id)
         self.counts.versions_appended -= 1
 
@@ -119,32 +116,28 @@ class PendingLedger:
         merged.extend(self.versions[(tenant, edge_id)] for edge_id in new_ids)
         return merged
 
-    def versions_of(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
-        base = self.base.versions_of(tenant, src, rel, dst)
-        return self._overlay(tenant, base, self._by_logical.get((tenant, src, rel, dst), []))
+    def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
+        base = self.base.believed_edge(tenant, src, rel, dst)
+        return _still_believed(self._overlay(tenant, base, self._by_logical.get((tenant, src, rel, dst), [])))
 
-    def out_versions(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
-        base = self.base.out_versions(tenant, src, rel)
-        return self._overlay(tenant, base, self._by_out.get((tenant, src, rel), []))
+    def believed_out(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
+        base = self.base.believed_out(tenant, src, rel)
+        return _still_believed(self._overlay(tenant, base, self._by_out.get((tenant, src, rel), [])))
 
     def version(self, tenant: str, edge_id: str) -> EdgeVersion | None:
         pending = self.versions.get((tenant, edge_id))
         return pending if pending is not None else self.base.version(tenant, edge_id)
 
-    def versions_by_origin(self, tenant: str, origin: str) -> list[EdgeVersion]:
-        base = self.base.versions_by_origin(tenant, origin)
-        return self._overlay(tenant, base, self._by_origin.get((tenant, origin), []))
-
-    def versions_by_source(
+    def believed_by_source(
         self, tenant: str, system: str, record: str | None, version: str | None
     ) -> list[EdgeVersion]:
-        base = self.base.versions_by_source(tenant, system, record, version)
+        base = self.base.believed_by_source(tenant, system, record, version)
         new_ids = [
             edge_id
             for edge_id in self._new_by_tenant.get(tenant, [])
             if _from_source(self.versions[(tenant, edge_id)], system, record, version)
         ]
-        return self._overlay(tenant, base, new_ids)
+        return _still_believed(self._overlay(tenant, base, new_ids))
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         pending = self.entities.get((tenant, entity_id))
@@ -178,6 +171,10 @@ class PendingLedger:
         new = set(self.appended)
         closed = set(self.closed)
         return [(v, key in new, key in closed) for key, v in self.versions.items()]
+
+
+def _still_believed(versions: list[EdgeVersion]) -> list[EdgeVersion]:
+    return [v for v in versions if v.tx_to is None]
 
 
 def _from_source(version: EdgeVersion, system: str, record: str | None, source_version: str | None) -> bool:

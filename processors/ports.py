@@ -11,21 +11,22 @@ from processors.model import Direction, EdgeVersion, Entity
 class LedgerReader(Protocol):
     """What versioning needs to read. Every method is scoped to one tenant."""
 
-    def versions_of(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
-        """Every version, believed or closed, of one (src, rel, dst), any authority."""
+    def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
+        """The still-believed versions of one (src, rel, dst), any authority. Closed versions never
+        change again, so versioning never needs them."""
         ...
 
-    def out_versions(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
-        """Every version of every ``rel`` edge leaving ``src``."""
+    def believed_out(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
+        """The still-believed versions of every ``rel`` edge leaving ``src``."""
         ...
 
     def version(self, tenant: str, edge_id: str) -> EdgeVersion | None: ...
 
-    def versions_by_origin(self, tenant: str, origin: str) -> list[EdgeVersion]: ...
-
-    def versions_by_source(
+    def believed_by_source(
         self, tenant: str, system: str, record: str | None, version: str | None
-    ) -> list[EdgeVersion]: ...
+    ) -> list[EdgeVersion]:
+        """The still-believed versions asserted by ``system`` (from ``record``, at ``version``, when given)."""
+        ...
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
 
@@ -46,11 +47,13 @@ class GraphReader(Protocol):
     """What traversals need to read."""
 
     def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterable[EdgeVersion]:
-        """Every version of every ``rel`` edge at ``node`` in ``direction``, in key order."""
+        """Every version of every ``rel`` edge at ``node`` in ``direction``, in order of recording
+        (``tx_from``, then edge id): the versions known at a past transaction time come first."""
         ...
 
     def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterator[EdgeVersion]:
-        """``adjacent``, decoded lazily: a walk whose budget runs out stops reading a hub early."""
+        """``adjacent``, decoded lazily: a walk whose budget runs out, or that reaches versions recorded
+        after its ``known_at``, stops reading a hub early."""
         ...
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...

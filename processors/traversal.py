@@ -188,9 +188,11 @@ def _expand(
     read: list[EdgeVersion] = []
     by_other: dict[str, list[EdgeVersion]] = {}
     for version in cached if cached is not None else reader.iter_adjacent(tenant, node, rel, direction):
-        read.append(version)
         if version.tx_from > known_at:
-            continue  # not yet recorded as of known_at: not read then, so not counted, and past answers reproduce
+            # Adjacencies come in order of recording: this and the rest were not yet recorded at known_at.
+            # A walk then read exactly what this one reads, so past answers reproduce, truncation included.
+            break
+        read.append(version)
         if walk.edges_read >= limits.max_expansions:
             walk.hit("max_expansions")
             walk.frontier.append((node, depth, "max_expansions"))
@@ -203,7 +205,7 @@ def _expand(
             continue
         by_other.setdefault(other, []).append(version)
     if cached is None:
-        cache[key] = read  # read to the end: the budget did not stop it, so it is the whole adjacency
+        cache[key] = read  # the budget did not stop it: this is the whole adjacency as of known_at
     if len(by_other) > limits.max_degree:
         walk.hit("max_degree")
         walk.frontier.append((node, depth, "max_degree"))

@@ -75,8 +75,7 @@ class Versioner:
     def _believed(self, src: str, rel: str, dst: str, authority: str) -> list[EdgeVersion]:
         """Believed versions in a canonical order, so ids and outputs never depend on batch boundaries."""
         return sorted(
-            (v for v in self.ledger.versions_of(self.tenant, src, rel, dst)
-             if v.tx_to is None and v.authority == authority),
+            (v for v in self.ledger.believed_edge(self.tenant, src, rel, dst) if v.authority == authority),
             key=_canonical,
         )
 
@@ -195,13 +194,10 @@ class Versioner:
         """For a single-valued relationship: the believed versions of the fact's edge from ``authority``
         (as ``_believed``) and the believed competing values overlapping it, any authority."""
         # Speed: one read of the source's out-edges serves both; the edge's versions are among them.
-        out = self.ledger.out_versions(self.tenant, fact.src, fact.rel)
-        believed = sorted(
-            (v for v in out if v.dst == fact.dst and v.tx_to is None and v.authority == authority), key=_canonical
-        )
+        out = self.ledger.believed_out(self.tenant, fact.src, fact.rel)
+        believed = sorted((v for v in out if v.dst == fact.dst and v.authority == authority), key=_canonical)
         competing = sorted(
-            (v for v in out
-             if v.tx_to is None and v.dst != fact.dst and overlaps((v.valid_from, v.valid_to), fact.interval)),
+            (v for v in out if v.dst != fact.dst and overlaps((v.valid_from, v.valid_to), fact.interval)),
             key=_canonical,
         )
         return believed, competing

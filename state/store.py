@@ -4,13 +4,11 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 
 =====  ==========================================================  ==================================
 ``V``  tenant, edge_id                                             the edge version
-``A``  tenant, node, rel, ``o``/``i``, other node, edge_id          the version (adjacency, both ends)
+``A``  tenant, node, rel, ``o``/``i``, tx_from, edge_id             the version (adjacency, both ends)
 ``T``  tenant, tx, ``a``/``c``, edge_id                             versions appended/closed, tx order
-``O``  tenant, origin, edge_id                                      remainders of one asserted fact
-``S``  tenant, system, record, version, edge_id                     versions by source (revoke_source)
 ``E``  tenant, entity_id                                            entity (type, latest name)
 ``N``  tenant, normalised alias, entity_id                          tx the alias was recorded
-``B``  tenant, system, record, edge_id                               the version, while still believed
+``B``  tenant, system, record or "", edge_id                         the version, while still believed
 ``I``  tenant, event_id                                             outcome (idempotent re-delivery)
 ``K``  tenant, tx, correction_id                                    correction event
 ``R``  tenant, review_id                                            review item
@@ -21,7 +19,9 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``M``  name                                                         meta: last transaction time
 =====  ==========================================================  ==================================
 
-The out-adjacency doubles as the index of one logical edge's versions: (tenant, src, rel, o, dst).
+An adjacency is in order of recording (``tx_from``), so a read as of a past transaction time stops
+at the first version recorded after it, and what a query read then is a prefix of what it reads now.
+The out-adjacency also serves the versions of one logical edge (tenant, src, rel, o, filtered by dst).
 A closed version is rewritten with its ``tx_to``; that is the only change a stored version ever
 sees, and the ``edge-versions`` log carries it as a new record rather than an edit.
 """
@@ -49,6 +49,13 @@ from state.kv import OrderedKV
 _DIRECTION = {"out": "o", "in": "i"}
 _OUT, _IN, _APPENDED, _CLOSED = pack("o"), pack("i"), pack("a"), pack("c")
 _LAST_TX = b"M" + pack("last_tx")
+_FORMAT = b"M" + pack("format")
+FORMAT_VERSION = b"2"
+"""2: adjacency in order of recording, believed-by-source in ``B`` (1 had ``O`` and ``S``)."""
+
+
+class StateFormatError(ValueError):
+    """The directory holds ledger state in a layout this version does not read."""
 _DEAD_LETTER_SEQUENCE = b"M" + pack("dead_letter_seq")
 
 
@@ -57,7 +64,7 @@ def _entity_row(entity: Entity | None) -> tuple[str, str | None, int] | None:
 
 
 class _EncodedParts(dict[str, bytes]):
-    """Key parts encoded once per commit: ``parts["acme"] == pack("acme")``."""
+    """Key parts encoded once: ``parts["acme"] == pack("acme")`` (tenants, node ids, relationships, sources)."""
 
     def __missing__(self, part: str) -> bytes:
         encoded = self[part] = pack(part)
@@ -74,6 +81,21 @@ class LedgerStore:
         # stops tracking, so its full passes do not grow with the cache (about 100k entities).
         self._entities: dict[tuple[str, str], tuple[str, str | None, int] | None] = {}
         self._aliases: dict[tuple[str, str], tuple[tuple[str, int], ...]] = {}
+        # What versioning reads most: the still-believed out-edges of (tenant, src, rel), by edge id.
+        # Speed: a hit saves a seek and the decoding of the edge's whole history. Written through on
+        # commit (a closed version leaves, a believed one enters), so an entry is always exact.
+        self._believed_out: dict[tuple[str, str, str], dict[str, EdgeVersion]] = {}
+        self._believed_fan_out = 10_000
+        self._parts = _EncodedParts()
+        stored_format = kv.get(_FORMAT)
+        empty = next(iter(kv.scan(b"V")), None) is None
+        found = stored_format or (FORMAT_VERSION if empty else b"1")  # format 1 recorded none
+        if found != FORMAT_VERSION:
+            raise StateFormatError(
+                f"the state directory holds ledger state in format {found.decode()}, this "
+                f"edgeledger reads format {FORMAT_VERSION.decode()}: load the events again into a new directory, "
+                "or let a worker rebuild it from the edge-versions log")
+        self._format_recorded = stored_format is not None
         raw = kv.get(_LAST_TX)
         self._last_tx = int(raw) if raw else -(1 << 62)
         raw_seq = kv.get(_DEAD_LETTER_SEQUENCE)
@@ -86,41 +108,33 @@ class LedgerStore:
     def _scan_versions(self, prefix: bytes) -> list[EdgeVersion]:
         return [codec.decode_version(value) for _, value in self.kv.scan(prefix)]
 
-    def versions_of(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
-        return self._scan_versions(b"A" + pack(tenant, src, rel, "o", dst))
+    def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
+        return [v for v in self.believed_out(tenant, src, rel) if v.dst == dst]
 
-    def out_versions(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
-        return self._scan_versions(b"A" + pack(tenant, src, rel, "o"))
+    def believed_out(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
+        key = (tenant, src, rel)
+        believed = self._believed_out.get(key)
+        if believed is None:
+            believed = {v.edge_id: v for v in self._scan_versions(b"A" + pack(tenant, src, rel, "o"))
+                        if v.tx_to is None}
+            if len(believed) <= self._believed_fan_out:
+                self._remember_believed(key, believed)
+        return list(believed.values())
+
+    def _remember_believed(self, key: tuple[str, str, str], believed: dict[str, EdgeVersion]) -> None:
+        if len(self._believed_out) >= self._cache_entries:
+            del self._believed_out[next(iter(self._believed_out))]  # the oldest entry: FIFO is enough here
+        self._believed_out[key] = believed
 
     def version(self, tenant: str, edge_id: str) -> EdgeVersion | None:
         raw = self.kv.get(b"V" + pack(tenant, edge_id))
         return codec.decode_version(raw) if raw else None
 
-    def _versions_by_index(self, prefix: bytes, tenant: str) -> list[EdgeVersion]:
-        found = []
-        for key, _ in self.kv.scan(prefix):
-            edge_id = unpack(key[1:])[-1]
-            version = self.version(tenant, str(edge_id))
-            if version is not None:
-                found.append(version)
-        return found
-
-    def versions_by_origin(self, tenant: str, origin: str) -> list[EdgeVersion]:
-        return self._versions_by_index(b"O" + pack(tenant, origin), tenant)
-
-    def versions_by_source(
+    def believed_by_source(
         self, tenant: str, system: str, record: str | None, version: str | None
     ) -> list[EdgeVersion]:
-        parts: list[str] = [tenant, system]
-        if record is not None:
-            parts.append(record)
-            if version is not None:
-                parts.append(version)
-        # The index files a missing record or version as "", so the prefix can over-match: keep exact ones.
-        return [
-            v for v in self._versions_by_index(b"S" + pack(*parts), tenant)
-            if (record is None or v.source_record == record) and (version is None or v.source_version == version)
-        ]
+        prefix = b"B" + (pack(tenant, system) if record is None else pack(tenant, system, record))
+        return [v for v in self._scan_versions(prefix) if version is None or v.source_version == version]
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         key = (tenant, entity_id)
@@ -232,6 +246,14 @@ class LedgerStore:
         return [SourceActivity(tenant, system, *row) for (tenant, system), row in rows.items()]
 
     def _write_through(self, pending: PendingLedger) -> None:
+        for version in pending.versions.values():
+            believed = self._believed_out.get((version.tenant, version.src, version.rel))
+            if believed is None:
+                continue
+            if version.tx_to is None:
+                believed[version.edge_id] = version
+            else:
+                believed.pop(version.edge_id, None)
         for key, entity in pending.entities.items():
             self._entities[key] = _entity_row(entity)
         for alias in pending.aliases:
@@ -245,44 +267,41 @@ class LedgerStore:
     @staticmethod
     def _version_rows(version: EdgeVersion, is_new: bool, closed_now: bool, parts: _EncodedParts,
                       puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
-        """The rows of one touched version: V, both A ends, and T/O/S/B as it is new or closed now."""
+        """The rows of one touched version: V, both A ends, and T and B as it is new or closed now."""
         # Speed: the value is encoded once and shared by V, A and B; each key part is encoded once
         # (per batch for parts that repeat, like tenant, rel, node ids and sources).
         tenant, edge = parts[version.tenant], pack(version.edge_id)
         src, rel, dst = parts[version.src], parts[version.rel], parts[version.dst]
         value = codec.encode_version(version)
         puts.append((b"V" + tenant + edge, value))
-        puts.append((b"A" + tenant + src + rel + _OUT + dst + edge, value))
-        puts.append((b"A" + tenant + dst + rel + _IN + src + edge, value))
-        authority = parts[version.authority]
+        recorded = encode_int(version.tx_from) + edge
+        puts.append((b"A" + tenant + src + rel + _OUT + recorded, value))
+        puts.append((b"A" + tenant + dst + rel + _IN + recorded, value))
         if is_new:
             puts.append((b"T" + tenant + encode_int(version.tx_from) + _APPENDED + edge, b""))
-            origin = edge if version.origin == version.edge_id else pack(version.origin)
-            puts.append((b"O" + tenant + origin + edge, b""))
-            puts.append((b"S" + tenant + authority + parts[version.source_record or ""]
-                         + parts[version.source_version or ""] + edge, b""))
         if closed_now and version.tx_to is not None:
             puts.append((b"T" + tenant + encode_int(version.tx_to) + _CLOSED + edge, b""))
-        if version.source_record is not None:
-            believed_key = b"B" + tenant + authority + parts[version.source_record] + edge
-            if is_new and version.tx_to is None:
-                puts.append((believed_key, value))
-            elif closed_now and not is_new:
-                deletes.append(believed_key)
+        # Source records are non-empty, so "" files the versions that name none.
+        believed_key = b"B" + tenant + parts[version.authority] + parts[version.source_record or ""] + edge
+        if is_new and version.tx_to is None:
+            puts.append((believed_key, value))
+        elif closed_now and not is_new:
+            deletes.append(believed_key)
 
     # -- the one atomic write -----------------------------------------------------------------------------------
     def commit(self, pending: PendingLedger, extra_puts: list[tuple[bytes, bytes]] = ()) -> None:
         """Write everything a batch of events did, with their event ids, in one WriteBatch."""
         puts: list[tuple[bytes, bytes]] = list(extra_puts)
         deletes: list[bytes] = []
-        parts = _EncodedParts()
+        parts = self._parts
+        if len(parts) > self._cache_entries:
+            parts.clear()
         for version, is_new, closed_now in pending.final_versions():
             self._version_rows(version, is_new, closed_now, parts, puts, deletes)
         for entity in pending.entities.values():
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
         for alias in pending.aliases:
             puts.append((b"N" + pack(alias.tenant, alias.normalised, alias.entity_id), str(alias.tx_from).encode()))
-        self._write_through(pending)
         for (tenant, event_id), outcome in pending.seen.items():
             puts.append((b"I" + pack(tenant, event_id), outcome.encode()))
         for correction in pending.corrections:
@@ -306,6 +325,10 @@ class LedgerStore:
             puts.append((_LAST_TX, str(last_tx).encode()))
         if pending.dead_letters:
             puts.append((_DEAD_LETTER_SEQUENCE, str(self._dead_letter_seq).encode()))
+        if not self._format_recorded:
+            puts.append((_FORMAT, FORMAT_VERSION))
         self.kv.write(puts, deletes)
+        self._format_recorded = True
+        self._write_through(pending)
         self._last_tx = max(self._last_tx, last_tx)
 

@@ -99,7 +99,7 @@ class Ledger:
         return {r.entity for r in self.query("owners-of", entity, valid_at, known_at).results}
 
     def versions(self, src: str, rel: str) -> list:
-        return self.store.out_versions(self.tenant, src, rel)
+        return self.store.adjacent(self.tenant, src, rel, "out")
 
     def believed(self, src: str, rel: str) -> list:
         return [v for v in self.versions(src, rel) if v.tx_to is None]

@@ -14,8 +14,9 @@ with exactly that interval, record, evidence and confidence is believed: then no
 for a single-valued relationship, deletes them from A's other values; a retraction from t deletes
 [t, +inf); a snapshot of record R retracts from ``detected_at`` what R said before and omits now
 (see ``SnapshotRule``); revoke deletes every segment of one origin, revoke_source every segment of
-one (record, version). A re-delivered event id changes nothing; a malformed line or an event naming
-an edge outside the ontology (or an unknown edge id) changes nothing either, but takes a tx.
+its system, narrowed to a record and a version when the event names them. A re-delivered event id
+changes nothing; a malformed line or an event naming an edge outside the ontology (or an unknown
+edge id) changes nothing either, but takes a tx.
 
 Each event that is not a clock setting or a re-delivery takes the next transaction time,
 ``max(clock, previous + 1)``, and the model records a full copy of its beliefs after it. A query
@@ -303,7 +304,8 @@ class ReferenceLedger:
             if key[3] != event.system:
                 continue
             for index in [
-                i for i, p in believed.items() if (p.record, p.version) == (event.record, event.version)
+                i for i, p in believed.items()
+                if event.record in (None, p.record) and event.version in (None, p.version)
             ]:
                 del believed[index]
 

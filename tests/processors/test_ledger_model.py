@@ -262,8 +262,8 @@ STEP_KINDS: dict[str, st.SearchStrategy[Draft]] = {
     "revoke_source": st.builds(
         RevokeSourceDraft,
         st.sampled_from(SYSTEMS),
-        st.sampled_from(RECORDS[1:]),
-        st.sampled_from(VERSIONS[1:]),
+        st.sampled_from(RECORDS),
+        st.sampled_from(VERSIONS),
     ),
     "resend": st.builds(ResendDraft, st.integers(0, 200)),
     "restate": st.builds(RestateDraft, st.integers(0, 200), st.sampled_from(RESTATE_CHANGES)),

@@ -43,3 +43,35 @@ def test_state_does_not_depend_on_batch_boundaries() -> None:
         BatchRunner(ledger.processor, ledger.store, ledger.store.commit, batch_size).run(lines)
         states.append([v for k, v in ledger.kv.scan(b"V")])
     assert all(state == states[0] for state in states[1:])
+
+
+@pytest.mark.parametrize("cache_entries", [2, 200_000])
+def test_the_believed_edges_cache_agrees_with_a_cold_read(cache_entries: int) -> None:
+    """Versioning reads believed out-edges through a write-through cache; after many commits (with
+    constant eviction, or none), every entry equals what a freshly opened store reads from disk."""
+    from processors.batch import BatchRunner
+    from state.keys import unpack
+    from state.store import LedgerStore
+    from tests.benchmarks.generate import generate_events
+
+    ledger = Ledger()
+    warm = LedgerStore(ledger.kv, cache_entries=cache_entries)
+    BatchRunner(ledger.processor, warm, warm.commit, batch_size=7).run(generate_events(3000, 300, seed=5))
+    cold = LedgerStore(ledger.kv)
+    out_edges = {unpack(key[1:])[:3] for key, _ in ledger.kv.scan(b"A") if unpack(key[1:])[3] == "o"}
+    assert len(out_edges) > 100
+    for tenant, src, rel in sorted(out_edges):
+        assert sorted(v.edge_id for v in warm.believed_out(tenant, src, rel)) == sorted(
+            v.edge_id for v in cold.believed_out(tenant, src, rel)), (src, rel)
+    assert warm._believed_out and len(warm._believed_out) <= cache_entries
+
+
+def test_state_in_an_older_layout_is_refused_with_a_clear_reason() -> None:
+    from state.keys import pack
+    from state.store import LedgerStore, StateFormatError
+
+    ledger = late_correction(Ledger())
+    assert LedgerStore(ledger.kv).last_tx() == ledger.store.last_tx(), "the current format opens"
+    ledger.kv.write([], [b"M" + pack("format")])
+    with pytest.raises(StateFormatError, match="format 1, this edgeledger reads format 2"):
+        LedgerStore(ledger.kv)
