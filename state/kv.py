@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import AccessType, Options, Rdict, WriteBatch
+from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, RdictIter, WriteBatch
 from sortedcontainers import SortedDict
 
 from state.keys import prefix_end
@@ -52,6 +52,20 @@ class MemoryKV:
         self._data = SortedDict()
 
 
+def _table_options() -> BlockBasedOptions:
+    """Bloom filters: most point reads miss (is this event id new? is this entity known?), and a
+    filter answers those without reading a block."""
+    # Not ``set_cache_index_and_filter_blocks``: with index blocks in the block cache, a prefix seek
+    # on a fresh reader measured 15x slower here.
+    table = BlockBasedOptions()
+    table.set_bloom_filter(10, False)
+    table.set_block_cache(Cache(256 << 20))
+    return table
+
+
+_IDLE_ITERATORS = 4
+
+
 class RocksKV:
     """rocksdict in raw mode. ``read_only`` opens a secondary instance that never takes the writer's lock."""
 
@@ -59,6 +73,7 @@ class RocksKV:
         self.path = Path(path)
         options = Options(raw_mode=True)
         options.set_max_open_files(-1 if read_only else 512)
+        options.set_block_based_table_factory(_table_options())
         if read_only:
             if not (self.path / "CURRENT").exists():
                 raise FileNotFoundError(f"no ledger state at {self.path} (run `edgeledger load` first)")
@@ -71,19 +86,30 @@ class RocksKV:
             options.create_if_missing(True)
             options.increase_parallelism(2)
             self._db = Rdict(str(self.path), options=options)
+        self._idle: list[RdictIter] = []
+        self._generation = 0
 
     def get(self, key: bytes) -> bytes | None:
         return self._db.get(key)
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        iterator = self._db.iter()
-        iterator.seek(prefix)
-        while iterator.valid():
-            key = iterator.key()
-            if not key.startswith(prefix):
-                return
-            yield key, iterator.value()
-            iterator.next()
+        # Speed: creating a RocksDB iterator builds one child iterator per memtable and SST file (up to
+        # 0.4 ms on a freshly loaded store with many level-0 files); seeking an existing one is a few
+        # µs. An iterator sees the store as of its creation, so idle ones are dropped on every write;
+        # scans in progress (nested, or abandoned by a caller) each hold their own.
+        generation = self._generation
+        iterator = self._idle.pop() if self._idle else self._db.iter()
+        try:
+            iterator.seek(prefix)
+            while iterator.valid():
+                key = iterator.key()
+                if not key.startswith(prefix):
+                    return
+                yield key, iterator.value()
+                iterator.next()
+        finally:
+            if generation == self._generation and len(self._idle) < _IDLE_ITERATORS:
+                self._idle.append(iterator)
 
     def write(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes] = ()) -> None:
         batch = WriteBatch(raw_mode=True)
@@ -92,6 +118,10 @@ class RocksKV:
         for key in deletes:
             batch.delete(key)
         self._db.write(batch)
+        self._generation += 1
+        self._idle.clear()
 
     def close(self) -> None:
+        self._idle.clear()
+        self._generation += 1
         self._db.close()

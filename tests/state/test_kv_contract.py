@@ -27,6 +27,17 @@ def test_write_applies_puts_and_deletes_together(kv) -> None:
     assert kv.get(b"k1") is None and kv.get(b"k3") == b"3"
 
 
+def test_scans_see_every_write_before_them_also_when_iterators_are_reused(kv) -> None:
+    kv.write([(b"a1", b"1"), (b"a2", b"2"), (b"b1", b"1")])
+    for _ in kv.scan(b"a"):
+        break  # an abandoned scan
+    assert [k for k, _ in kv.scan(b"a")] == [b"a1", b"a2"]
+    kv.write([(b"a3", b"3")], [b"a1"])
+    assert [k for k, _ in kv.scan(b"a")] == [b"a2", b"a3"], "a scan after a write sees it"
+    nested = [(outer, [inner for inner, _ in kv.scan(b"b")]) for outer, _ in kv.scan(b"a")]
+    assert nested == [(b"a2", [b"b1"]), (b"a3", [b"b1"])], "nested scans do not share a position"
+
+
 def test_rocksdb_reader_does_not_take_the_writers_lock(tmp_path) -> None:
     writer = RocksKV(tmp_path / "db")
     writer.write([(b"a", b"1")])
