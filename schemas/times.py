@@ -56,6 +56,7 @@ def from_micros(micros: int) -> datetime:
     return EPOCH + timedelta(microseconds=micros)
 
 
+@lru_cache(maxsize=1 << 16)  # Speed: every log record and answer formats the same few instants many times.
 def format_micros(micros: int | None) -> str | None:
     """ISO-8601 UTC text for an instant, ``None`` for an open bound."""
     if micros is None:
