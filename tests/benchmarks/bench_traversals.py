@@ -51,7 +51,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -699,6 +699,11 @@ class CountingReader:
         versions = self.inner.adjacent(tenant, node, rel, direction)
         self.decoded += len(versions)
         return versions
+
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Any) -> Iterator[Any]:
+        for version in self.inner.iter_adjacent(tenant, node, rel, direction):
+            self.decoded += 1
+            yield version
 
     def entity(self, tenant: str, entity_id: str) -> Any:
         return self.inner.entity(tenant, entity_id)
