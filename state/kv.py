@@ -27,6 +27,10 @@ class OrderedKV(Protocol):
         """Apply all puts and deletes atomically."""
         ...
 
+    def compact(self) -> None:
+        """Reorganise storage for reads after a bulk write (may take a while; changes no data)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -47,6 +51,9 @@ class MemoryKV:
             self._data[key] = value
         for key in deletes:
             self._data.pop(key, None)
+
+    def compact(self) -> None:
+        """Nothing to reorganise in memory."""
 
     def close(self) -> None:
         self._data = SortedDict()
@@ -120,6 +127,9 @@ class RocksKV:
         self._db.write(batch)
         self._generation += 1
         self._idle.clear()
+
+    def compact(self) -> None:
+        self._db.compact_range(None, None)
 
     def close(self) -> None:
         self._idle.clear()
