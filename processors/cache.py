@@ -178,11 +178,12 @@ class RecordingReader:
     def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
         return list(self.iter_adjacent(tenant, node, rel, direction))
 
-    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterator[EdgeVersion]:
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction,
+                      known_at: int | None = None) -> Iterator[EdgeVersion]:
         """Records the valid-time bounds of the versions actually read. Which records a walk reads
         does not depend on valid_at (the budget counts records before the time filter), so the
         answer holds for any valid_at between two recorded bounds."""
-        for version in self.inner.iter_adjacent(tenant, node, rel, direction):
+        for version in self.inner.iter_adjacent(tenant, node, rel, direction, known_at):
             if version.valid_from is not None:
                 self.boundaries.add(version.valid_from)
             if version.valid_to is not None:

@@ -51,9 +51,11 @@ class GraphReader(Protocol):
         (``tx_from``, then edge id): the versions known at a past transaction time come first."""
         ...
 
-    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterator[EdgeVersion]:
-        """``adjacent``, decoded lazily: a walk whose budget runs out, or that reaches versions recorded
-        after its ``known_at``, stops reading a hub early."""
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction,
+                      known_at: int | None = None) -> Iterator[EdgeVersion]:
+        """``adjacent``, decoded lazily, and only the versions recorded at or before ``known_at``
+        (all when ``None``): a walk whose budget runs out stops reading a hub early, and a past read
+        stops at the first version recorded after it without decoding it."""
         ...
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...

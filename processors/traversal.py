@@ -187,7 +187,7 @@ def _expand(
     cached = cache.get(key)
     read: list[EdgeVersion] = []
     by_other: dict[str, list[EdgeVersion]] = {}
-    for version in cached if cached is not None else reader.iter_adjacent(tenant, node, rel, direction):
+    for version in cached if cached is not None else reader.iter_adjacent(tenant, node, rel, direction, known_at):
         if version.tx_from > known_at:
             # Adjacencies come in order of recording: this and the rest were not yet recorded at known_at.
             # A walk then read exactly what this one reads, so past answers reproduce, truncation included.

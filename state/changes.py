@@ -131,8 +131,9 @@ class LedgerFollower:
     def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
         return self.store.adjacent(tenant, node, rel, direction)
 
-    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterator[EdgeVersion]:
-        return self.store.iter_adjacent(tenant, node, rel, direction)
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction,
+                      known_at: int | None = None) -> Iterator[EdgeVersion]:
+        return self.store.iter_adjacent(tenant, node, rel, direction, known_at)
 
     def adjacent_any(self, tenant: str, node: str) -> list[EdgeVersion]:
         return self.store.adjacent_any(tenant, node)

@@ -176,11 +176,23 @@ class LedgerStore:
     def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
         return self._scan_versions(b"A" + pack(tenant, node, rel, _DIRECTION[direction]))
 
-    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> Iterator[EdgeVersion]:
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction,
+                      known_at: int | None = None) -> Iterator[EdgeVersion]:
         """``adjacent``, decoded one version at a time as the scan advances: a caller that stops early
         (a traversal whose expansion budget runs out) does not read a hub's whole adjacency, which
-        can hold hundreds of thousands of versions."""
-        for _, value in self.kv.scan(b"A" + pack(tenant, node, rel, _DIRECTION[direction])):
+        can hold hundreds of thousands of versions. With ``known_at``, the scan ends at the first key
+        recorded after it: ``tx_from`` leads the key's suffix, and the encoding keeps byte order =
+        number order, so the key says it without decoding the version."""
+        prefix = b"A" + pack(tenant, node, rel, _DIRECTION[direction])
+        if known_at is None:
+            for _, value in self.kv.scan(prefix):
+                yield codec.decode_version(value)
+            return
+        bound = encode_int(known_at)
+        start, end = len(prefix), len(prefix) + len(bound)
+        for key, value in self.kv.scan(prefix):
+            if key[start:end] > bound:
+                return
             yield codec.decode_version(value)
 
     def adjacent_any(self, tenant: str, node: str) -> list[EdgeVersion]:

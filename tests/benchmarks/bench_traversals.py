@@ -700,8 +700,9 @@ class CountingReader:
         self.decoded += len(versions)
         return versions
 
-    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Any) -> Iterator[Any]:
-        for version in self.inner.iter_adjacent(tenant, node, rel, direction):
+    def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Any,
+                      known_at: int | None = None) -> Iterator[Any]:
+        for version in self.inner.iter_adjacent(tenant, node, rel, direction, known_at):
             self.decoded += 1
             yield version
 

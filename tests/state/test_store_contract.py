@@ -75,3 +75,18 @@ def test_state_in_an_older_layout_is_refused_with_a_clear_reason() -> None:
     ledger.kv.write([], [b"M" + pack("format")])
     with pytest.raises(StateFormatError, match="format 1, this edgeledger reads format 2"):
         LedgerStore(ledger.kv)
+
+
+def test_a_past_adjacency_read_is_exactly_what_was_recorded_by_then(backend) -> None:
+    """Adjacency rows are in order of recording; a read as of known_at stops at the key alone."""
+    from tests.benchmarks.generate import generate_events
+
+    ledger = Ledger(kv=backend())
+    ledger.send(*generate_events(600, 40, seed=9))
+    hub = "Service:cmdb:S0"
+    every = ledger.store.adjacent("acme", hub, "depends_on", "in")
+    recorded = sorted({v.tx_from for v in every})
+    assert len(recorded) > 3 and [v.tx_from for v in every] == sorted(v.tx_from for v in every)
+    for known_at in (recorded[0] - 1, recorded[0], recorded[len(recorded) // 2], recorded[-1]):
+        read = list(ledger.store.iter_adjacent("acme", hub, "depends_on", "in", known_at))
+        assert read == [v for v in every if v.tx_from <= known_at], known_at
