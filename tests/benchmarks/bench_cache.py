@@ -1,7 +1,7 @@
 """The traversal cache under a mixed workload: hit rate, invalidation fan-out, hit and miss latency.
 
-    python -m tests.benchmarks.bench_cache [--quick] [--events N] [--entities N] [--rounds R]
-        [--writes W] [--queries Q] [--seed S]
+    python -m tests.benchmarks.bench_cache [--quick] [--uniform] [--events N] [--entities N]
+        [--rounds R] [--writes W] [--queries Q] [--seed S]
 
 Loads a generated history (``tests/benchmarks/generate.py``: ``--events`` change events over
 ``--entities`` entities) into a RocksDB ledger, then alternates, ``--rounds`` times:
@@ -12,7 +12,8 @@ Loads a generated history (``tests/benchmarks/generate.py``: ``--events`` change
    ``approvals-required-for``, 1:2:1) through ``CachedQueryEngine`` over a RocksDB ``CacheStore``,
    as ``serve`` wires them. Anchors are drawn Zipf-like over the services (agents ask about a few
    popular ones far more often), through a fixed random permutation so popularity is unrelated to
-   the generator's dependency hubs.
+   the generator's dependency hubs; ``--uniform`` draws them uniformly instead (the worst case
+   for a cache: the working set is every service).
 
 The first query after a write round makes the engine catch up: it reads the versions appended or
 closed since (``state.changes.versions_changed_since``) and invalidates exactly the entries whose
@@ -65,8 +66,8 @@ class Figures:
     load_s: float = 0.0
 
 
-def zipf_anchor(rng: random.Random, order: list[int]) -> str:
-    rank = min(int(rng.paretovariate(1.1)) - 1, len(order) - 1)
+def draw_anchor(rng: random.Random, order: list[int], uniform: bool) -> str:
+    rank = rng.randrange(len(order)) if uniform else min(int(rng.paretovariate(1.1)) - 1, len(order) - 1)
     return f"Service:cmdb:S{order[rank]}"
 
 
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> Figures:
             hits = 0
             for _ in range(args.queries):
                 name, depth = rng.choice(QUERY_MIX)
-                request = QueryRequest(name, TENANT, zipf_anchor(rng, order), valid_at=now, known_at=now,
+                request = QueryRequest(name, TENANT, draw_anchor(rng, order, args.uniform), valid_at=now, known_at=now,
                                        depth=depth)
                 started = time.perf_counter()
                 result, status = engine.run_with_status(request)
@@ -145,7 +146,8 @@ def markdown(figures: Figures, args: argparse.Namespace, command: str) -> str:
     fan = sorted(figures.fan_out)
     one, five, _ = os.getloadavg()
     lines = [
-        f"### Traversal cache: {args.rounds} rounds of {args.writes:,} writes then {args.queries:,} queries",
+        f"### Traversal cache: {args.rounds} rounds of {args.writes:,} writes then {args.queries:,} queries "
+        f"({'uniform' if args.uniform else 'Zipf-popular'} anchors)",
         "",
         f"Command: `{command}`. History: {args.events:,} events over {args.entities:,} entities, loaded in "
         f"{figures.load_s:.1f} s. Load average {one:.2f} / {five:.2f} (1 / 5 min).",
@@ -172,6 +174,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_cache", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--uniform", action="store_true", help="draw anchors uniformly, not Zipf-like")
     for name, default in FULL.items():
         parser.add_argument(f"--{name}", type=int, default=None, help=f"default {default:,}")
     parser.add_argument("--seed", type=int, default=11)
