@@ -88,8 +88,7 @@ class LedgerStore:
         self._believed_fan_out = 10_000
         self._parts = _EncodedParts()
         stored_format = kv.get(_FORMAT)
-        empty = next(iter(kv.scan(b"V")), None) is None
-        found = stored_format or (FORMAT_VERSION if empty else b"1")  # format 1 recorded none
+        found = stored_format or (FORMAT_VERSION if self._holds_no_versions() else b"1")  # format 1 recorded none
         if found != FORMAT_VERSION:
             raise StateFormatError(
                 f"the state directory holds ledger state in format {found.decode()}, this "
@@ -100,6 +99,11 @@ class LedgerStore:
         self._last_tx = int(raw) if raw else -(1 << 62)
         raw_seq = kv.get(_DEAD_LETTER_SEQUENCE)
         self._dead_letter_seq = int(raw_seq) if raw_seq else 0
+
+    def _holds_no_versions(self) -> bool:
+        for _ in self.kv.scan(b"V"):
+            return False
+        return True
 
     def close(self) -> None:
         self.kv.close()
