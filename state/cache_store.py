@@ -134,6 +134,10 @@ class CacheStore:
         if previous is None:
             self._count += 1
         group = self._memory.get(entry.base)
+        if group is None and self.memory_entries:
+            # The entry just computed is the likeliest next hit: keep it decoded. A group may hold
+            # only some of a base's entries; ``find`` reads the store when none of them covers valid_at.
+            group = self._memory[entry.base] = {}
         if group is not None:
             self._in_memory += 0 if entry.key in group else 1
             group[entry.key] = _Stored(entry, self._sequence)

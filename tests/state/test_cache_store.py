@@ -47,6 +47,19 @@ def test_find_by_window_and_round_trip(kv: OrderedKV) -> None:
     assert len(store) == 2
 
 
+def test_a_fresh_entry_is_found_without_reading_the_kv_and_its_siblings_still_are() -> None:
+    kv = MemoryKV()
+    CacheStore(kv).put(entry("owners-of:a", ValidWindow(None, 100), body='{"x":1}'))
+    store = CacheStore(kv)
+    late = entry("owners-of:a", ValidWindow(100, None), body='{"x":2}')
+    store.put(late)
+    reads: list[bytes] = []
+    scan = kv.scan
+    kv.scan = lambda prefix: reads.append(prefix) or scan(prefix)  # type: ignore[method-assign]
+    assert store.find("owners-of:a", 150) is late and reads == [], "the entry just put is kept decoded"
+    assert store.find("owners-of:a", 50).result_json == b'{"x":1}', "an entry put earlier is read from the KV"
+
+
 def test_removal_takes_the_index_rows_with_it(kv: OrderedKV) -> None:
     store = CacheStore(kv)
     read = (("acme", CONNECTOR, "owned_by", "out"), ("acme", CONNECTOR, "depends_on", "in"))
