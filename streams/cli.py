@@ -285,6 +285,12 @@ def serve(
              "(keyed by tenant). Default: do not publish.")] = None,
     topic_prefix: Annotated[str, typer.Option(
         "--topic-prefix", help="Prefix of the topic names (used with --bootstrap).")] = "edgeledger.",
+    cache_entries: Annotated[int, typer.Option(
+        "--cache-entries", min=1, help="Answers the cache keeps (in its own RocksDB).")] = 50_000,
+    cache_memory_entries: Annotated[int, typer.Option(
+        "--cache-memory-entries", min=0,
+        help="Answers kept decoded in memory; hits beyond them read RocksDB (about 3x slower at p99). "
+             "Size it to the working set of questions.")] = 2_000,
 ) -> None:
     """HTTP API for agents (one endpoint per traversal, OpenAPI at /openapi.json) and /metrics."""
     from streams.cache_invalidations import PublisherSetupError, check_topic_name
@@ -301,7 +307,8 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         serve_http(state, host=host, port=port, slo=load_slo(slo) if slo else default_slo(),
-                   bootstrap=bootstrap.strip() if bootstrap is not None else None, topic_prefix=topic_prefix)
+                   bootstrap=bootstrap.strip() if bootstrap is not None else None, topic_prefix=topic_prefix,
+                   max_cache_entries=cache_entries, memory_cache_entries=cache_memory_entries)
     except PublisherSetupError as error:
         raise CliError(f"--bootstrap: {error}") from None
 

@@ -163,8 +163,9 @@ def test_records_still_queued_at_shutdown_are_reported_not_dropped(kafka_broker:
 @pytest.mark.parametrize(("args", "says"), [
     (["--bootstrap", ""], "--bootstrap is empty"),
     (["--bootstrap", "127.0.0.1:1", "--topic-prefix", "bad prefix/"], "--topic-prefix"),
+    (["--cache-memory-entries", "-1"], "--cache-memory-entries"),
 ])
-def test_serve_refuses_bad_kafka_options_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+def test_serve_refuses_bad_options_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     done = subprocess.run([sys.executable, "-m", "streams.cli", "serve", "--state", str(tmp_path), *args],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and says in done.stderr
