@@ -47,6 +47,7 @@ from state.cache_store import CacheStore
 from state.changes import versions_changed_since
 from state.kv import RocksKV
 from tests.benchmarks.generate import generate_events
+from tests.benchmarks.stats import percentile
 from tests.harness import Ledger
 
 TENANT = "acme"
@@ -130,10 +131,7 @@ def run(args: argparse.Namespace) -> Figures:
 
 
 def _ms(values: list[float], q: float) -> str:
-    if not values:
-        return "-"
-    ordered = sorted(values)
-    return f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000:.3f}"
+    return f"{percentile(values, q) * 1000:.3f}" if values else "-"
 
 
 def markdown(figures: Figures, args: argparse.Namespace, command: str) -> str:
@@ -160,7 +158,7 @@ def markdown(figures: Figures, args: argparse.Namespace, command: str) -> str:
         f"| entries invalidated per write round: mean / max | "
         f"{statistics.fmean(invalidated) if invalidated else 0:.1f} / {max(invalidated, default=0)} |",
         f"| fan-out per changed version (entries it invalidated): mean / p99 / max | "
-        f"{statistics.fmean(fan) if fan else 0:.2f} / {fan[int(0.99 * (len(fan) - 1))] if fan else 0} / "
+        f"{statistics.fmean(fan) if fan else 0:.2f} / {percentile(fan, 0.99) if fan else 0:g} / "
         f"{fan[-1] if fan else 0} |",
         f"| changed versions that invalidated nothing | {sum(1 for f in fan if f == 0):,} of {len(fan):,} |",
         *(f"| {status} latency p50 / p99 (ms) | {_ms(figures.latencies[status], 0.5)} / "

@@ -84,6 +84,7 @@ from streams.kafka_config import CONSUMER_DEFAULTS, FAST_GROUP_OVERRIDES, PRODUC
 from streams.pipeline import WorkerConfig
 from streams.produce import produce_lines
 from streams.topics import DEFAULT_PARTITIONS, Topic, TopicSettings, ensure_topics
+from tests.benchmarks import stats
 from tests.benchmarks.pipeline_load import (
     TENANTS,
     LogPipe,
@@ -124,12 +125,8 @@ def load() -> str:
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of ``values`` (q in [0, 100])."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = max(1, -(-len(ordered) * q // 100))
-    return ordered[int(min(rank, len(ordered))) - 1]
+    """Nearest-rank percentile of ``values``, q in [0, 100]."""
+    return stats.percentile(values, q / 100)
 
 
 def fmt(value: float | None, digits: int = 1) -> str:

@@ -67,6 +67,7 @@ from state.keys import pack
 from state.open import open_reader
 from state.store import LedgerStore
 from tests.benchmarks.graph_fixture import TENANT, BuiltGraph, GraphSpec, Row, build_graph, to_duckdb, to_networkx
+from tests.benchmarks.stats import percentile
 
 QUICK_ENTITIES = 10_000
 QUERY_TYPES: tuple[tuple[str, int], ...] = (("owners-of", 1), ("dependents-of", 3), ("approvals-required-for", 1))
@@ -439,11 +440,6 @@ WALK = "edgeledger traverse() 200 cap"
 CACHED_FIRST = "edgeledger cached, first hit, 200 cap"
 CACHED = "edgeledger cached, repeat hit, 200 cap"
 IMPLEMENTATIONS = (DICT, NX, DUCK, ROCKS, FULL, CAPPED, WALK, CACHED_FIRST, CACHED)
-
-
-def percentile(ordered: list[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return ordered[min(len(ordered) - 1, max(0, -(-int(q * 1000) * len(ordered) // 1000) - 1))]
 
 
 @dataclass
