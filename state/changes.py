@@ -100,6 +100,8 @@ class LedgerFollower:
         self.store = opener(self.path)
         self._checked_at = monotonic()
         self.reopened = 0
+        self._activity: dict[str, dict[str, SourceActivity]] = {}
+        """Per tenant, as this view of the store holds it: it changes only when the view is reopened."""
 
     def refresh(self) -> bool:
         """Reopen the reader if the directory changed since the last look; whether it did. The new reader
@@ -120,6 +122,7 @@ class LedgerFollower:
             return False
         self.store, stale = fresh, self.store
         stale.close()
+        self._activity.clear()
         self._fingerprint = fingerprint
         self.reopened += 1
         return True
@@ -148,7 +151,11 @@ class LedgerFollower:
         return self.store.last_tx()
 
     def source_activity(self, tenant: str) -> dict[str, SourceActivity]:
-        return self.store.source_activity(tenant)
+        """Read once per view: coverage asks on every request, cache hits included."""
+        activity = self._activity.get(tenant)
+        if activity is None:
+            activity = self._activity[tenant] = self.store.source_activity(tenant)
+        return activity
 
     def changes_since(self, tenant: str, after_tx: int) -> list[EdgeVersion]:
         return versions_changed_since(self.store, tenant, after_tx)

@@ -178,6 +178,11 @@ def test_a_follower_sees_another_process_writes_after_refresh(tmp_path: Path) ->
         clock[0] = 2.0
         assert follower.refresh() and follower.last_tx() > seen
         assert [v.src for v in follower.changes_since("acme", seen)] == [REPORTS]
+        before = follower.source_activity("acme")["cmdb"].last_change_detected_at
+        ledger.change("cmdb", detected_at="2026-02-01T00:00:00Z").asserts(REPORTS, "owned_by", ANA).send()
+        assert follower.source_activity("acme")["cmdb"].last_change_detected_at == before, "one view, one reading"
+        clock[0] = 3.0
+        assert follower.refresh() and follower.source_activity("acme")["cmdb"].last_change_detected_at > before
         clock[0] = 4.0
         assert not follower.refresh(), "nothing written since"
     finally:
