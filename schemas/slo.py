@@ -56,6 +56,11 @@ def default_slo() -> SloConfig:
     return SloConfig.model_validate(json.loads(text))
 
 
+def slo_or_default(path: Path | str | None) -> SloConfig:
+    """The SLO file at ``path``; the bundled defaults when there is none."""
+    return load_slo(path) if path is not None else default_slo()
+
+
 class SourceStatus(BaseModel):
     """A source changed state: the value of one ``source-status`` record, keyed by tenant and source.
 

@@ -49,6 +49,8 @@ from state.kv import OrderedKV
 _DIRECTION = {"out": "o", "in": "i"}
 _OUT, _IN, _APPENDED, _CLOSED = pack("o"), pack("i"), pack("a"), pack("c")
 _LAST_TX = b"M" + pack("last_tx")
+NO_TRANSACTION = -(1 << 62)
+"""``last_tx`` of a store that has recorded nothing yet."""
 _FORMAT = b"M" + pack("format")
 FORMAT_VERSION = b"2"
 """2: adjacency in order of recording, believed-by-source in ``B`` (1 had ``O`` and ``S``)."""
@@ -96,7 +98,7 @@ class LedgerStore:
                 "or let a worker rebuild it from the edge-versions log")
         self._format_recorded = stored_format is not None
         raw = kv.get(_LAST_TX)
-        self._last_tx = int(raw) if raw else -(1 << 62)
+        self._last_tx = int(raw) if raw else NO_TRANSACTION
         raw_seq = kv.get(_DEAD_LETTER_SEQUENCE)
         self._dead_letter_seq = int(raw_seq) if raw_seq else 0
 

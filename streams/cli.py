@@ -17,7 +17,7 @@ from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edg
 from processors.traversal import Limits, PlanRefused
 from schemas.ontology import default_ontology, load_ontology
 from schemas.results import CorrectionOut
-from schemas.slo import default_slo, load_slo
+from schemas.slo import load_slo, slo_or_default
 from schemas.times import format_micros, parse_micros
 from state.open import reading
 from streams import render
@@ -128,7 +128,7 @@ def query(
     )
     with reading(state) as store:
         ontology = default_ontology()
-        stale = stale_sources_for_queries(ontology, load_slo(slo) if slo else default_slo(), store.source_activity,
+        stale = stale_sources_for_queries(ontology, slo_or_default(slo), store.source_activity,
                                           lambda: known)
         result = QueryEngine(store, ontology, stale_sources=stale).run(request)
     if as_json:
@@ -306,7 +306,7 @@ def serve(
             raise CliError(f"--topic-prefix: {error}") from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        serve_http(state, host=host, port=port, slo=load_slo(slo) if slo else default_slo(),
+        serve_http(state, host=host, port=port, slo=slo_or_default(slo),
                    bootstrap=bootstrap.strip() if bootstrap is not None else None, topic_prefix=topic_prefix,
                    max_cache_entries=cache_entries, memory_cache_entries=cache_memory_entries)
     except PublisherSetupError as error:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from processors.freshness import MICROS_PER_SECOND, assess_silence, lag_micros
 from processors.model import EdgeVersion
-from schemas.slo import SloConfig, default_slo, load_slo
+from schemas.slo import SloConfig, slo_or_default
 from schemas.times import format_micros, parse_micros
 from state.open import open_reader
 from state.store import LedgerStore
@@ -183,7 +183,7 @@ def freshness(
     if start is not None and end is not None and end <= start:
         raise typer.BadParameter("must be after --since", param_hint="--until")
     at = _instant(now, "--now")
-    limits = load_slo(slo) if slo is not None else default_slo()
+    limits = slo_or_default(slo)
     store = open_reader(state)
     try:
         report = freshness_report(store, tenant, start, end, limits, at if at is not None else wall_clock_micros())

@@ -43,6 +43,7 @@ from schemas.times import format_micros, parse_micros
 from state.cache_store import CacheStore
 from state.changes import LedgerFollower
 from state.kv import RocksKV
+from state.store import NO_TRANSACTION
 from streams.cache_invalidations import InvalidationPublisher
 from streams.ledger_files import wall_clock_micros
 from streams.metrics import LedgerMetrics
@@ -241,6 +242,8 @@ class LedgerService:
             self.follower, ontology, self.cache, self.follower.last_tx, self.follower.changes_since, stale,
             on_invalidation=self._invalidated,
         )
+        self.engine_uncached = QueryEngine(self.follower, ontology)
+        """For history, which is not cached; the follower swaps its reader underneath."""
 
     def _invalidated(self, record: CacheInvalidation) -> None:
         self.metrics.observe_invalidations(len(record.invalidated_keys))
@@ -274,14 +277,14 @@ class LedgerService:
         valid_at = instant(params.valid_at, "valid_at", now) if params.valid_at is not None else None
         with self.lock:
             self.follower.refresh()
-            return QueryEngine(self.follower, self.ontology).history(
+            return self.engine_uncached.history(
                 tenant, params.entity, known_at, valid_at, params.rel, self.follower.adjacent_any)
 
     def health(self) -> HealthOut:
         with self.lock:
             self.follower.refresh()
             last = self.follower.last_tx()
-            return HealthOut(last_tx=format_micros(last) if last > -(1 << 62) else None,
+            return HealthOut(last_tx=format_micros(last) if last > NO_TRANSACTION else None,
                              cache_entries=len(self.cache))
 
 

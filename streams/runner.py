@@ -10,7 +10,7 @@ from pathlib import Path
 
 from processors.pending import BatchCounts
 from schemas.slo import SloConfig, default_slo
-from streams.app import Timer, run_app
+from streams.app import run_app
 from streams.broker import resolve_bootstrap
 from streams.kafka_config import FAST_GROUP_OVERRIDES
 from streams.ledger_files import wall_clock_micros
@@ -67,13 +67,6 @@ def run_monitored_worker(config: WorkerConfig, idle_exit_after: float | None,
     finally:
         if server is not None:
             server.shutdown()
-
-
-def run_worker(config: WorkerConfig, idle_exit_after: float | None = None,
-               observers: list[CommitObserver] | None = None, timers: list[Timer] | None = None) -> BatchCounts:
-    """One worker inside the faust app (lifecycle, signals, timers) with the batch loop as its hot path."""
-    worker = LedgerWorker(config, observers=observers)
-    return run_app(config.bootstrap, config.state_dir, worker, idle_exit_after, timers)
 
 
 def run_worker_processes(state: Path, bootstrap: str, workers: int, group_id: str, prefix: str,
