@@ -65,7 +65,6 @@ class PendingLedger:
     outcomes: list[EventOutcome] = field(default_factory=list)
     counts: BatchCounts = field(default_factory=BatchCounts)
     tx: int | None = None
-    _by_logical: dict[tuple[str, str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     _by_out: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     _new_by_tenant: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
@@ -75,7 +74,6 @@ class PendingLedger:
         key = (version.tenant, version.edge_id)
         self.versions[key] = version
         self.appended.append(key)
-        self._by_logical[(version.tenant, version.src, version.rel, version.dst)].append(version.edge_id)
         self._by_out[(version.tenant, version.src, version.rel)].append(version.edge_id)
         self._new_by_tenant[version.tenant].append(version.edge_id)
         self.counts.versions_appended += 1
@@ -85,7 +83,6 @@ class PendingLedger:
         key = (version.tenant, version.edge_id)
         del self.versions[key]
         self.appended.remove(key)
-        self._by_logical[(version.tenant, version.src, version.rel, version.dst)].remove(version.edge_id)
         self._by_out[(version.tenant, version.src, version.rel)].remove(version.edge_id)
         self._new_by_tenant[version.tenant].remove(version.edge_id)
         self.counts.versions_appended -= 1
@@ -117,8 +114,7 @@ class PendingLedger:
         return merged
 
     def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
-        base = self.base.believed_edge(tenant, src, rel, dst)
-        return _still_believed(self._overlay(tenant, base, self._by_logical.get((tenant, src, rel, dst), [])))
+        return [v for v in self.believed_out(tenant, src, rel) if v.dst == dst]
 
     def believed_out(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
         base = self.base.believed_out(tenant, src, rel)

@@ -192,7 +192,8 @@ def _expand(
             # Adjacencies come in order of recording: this and the rest were not yet recorded at known_at.
             # A walk then read exactly what this one reads, so past answers reproduce, truncation included.
             break
-        read.append(version)
+        if cached is None:
+            read.append(version)
         if walk.edges_read >= limits.max_expansions:
             walk.hit("max_expansions")
             walk.frontier.append((node, depth, "max_expansions"))

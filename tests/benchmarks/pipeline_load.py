@@ -334,20 +334,6 @@ def count_applied(state: Path) -> int:
         kv.close()
 
 
-def state_lags(state: Path) -> list[int]:
-    """``tx_from - detected_at`` (µs, unclamped) of every version in a state directory that first
-    asserts its fact (``origin == edge_id``)."""
-    from state import codec
-    from state.kv import RocksKV
-
-    kv = RocksKV(state, read_only=True)
-    try:
-        versions = (codec.decode_version(value) for _, value in kv.scan(b"V"))
-        return [v.tx_from - v.detected_at for v in versions if v.origin == v.edge_id and v.detected_at is not None]
-    finally:
-        kv.close()
-
-
 # -- the instrumented worker ----------------------------------------------------------------------------------------
 @dataclass
 class Timeline:
