@@ -84,7 +84,6 @@ from streams.kafka_config import CONSUMER_DEFAULTS, FAST_GROUP_OVERRIDES, PRODUC
 from streams.pipeline import WorkerConfig
 from streams.produce import produce_lines
 from streams.topics import DEFAULT_PARTITIONS, Topic, TopicSettings, ensure_topics
-from tests.benchmarks import stats
 from tests.benchmarks.pipeline_load import (
     TENANTS,
     LogPipe,
@@ -99,6 +98,7 @@ from tests.benchmarks.pipeline_load import (
     spawn,
     worker_command,
 )
+from tests.benchmarks.stats import percentile
 
 QUICK_EVENTS = 20_000
 DEFAULT_EVENTS = 200_000
@@ -122,11 +122,6 @@ def log(message: str) -> None:
 
 def load() -> str:
     return "{:.1f}/{:.1f}".format(*os.getloadavg()[:2])
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of ``values``, q in [0, 100]."""
-    return stats.percentile(values, q / 100)
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
@@ -310,17 +305,17 @@ def profile_worker(lines: list[bytes], work: Path) -> Profile:
         if process.returncode != 0:
             raise RuntimeError(f"profiled worker exited {process.returncode}:\n{pipe.tail()}")
     done = next(event for event in pipe.json_events() if event["event"] == "done")
-    stats = pstats.Stats(str(output)).stats  # {(file, line, function): (cc, nc, own, cumulative, callers)}
+    profile_rows = pstats.Stats(str(output)).stats  # {(file, line, function): (cc, nc, own, cumulative, callers)}
     shutil.rmtree(state, ignore_errors=True)
 
     def cumulative(function: str, file: str | None) -> float:
-        return sum(row[3] for (path, _, name), row in stats.items()
+        return sum(row[3] for (path, _, name), row in profile_rows.items()
                    if name == function and (file is None or path.endswith(file)))
 
     total = cumulative("process_batch", "streams/pipeline.py")
     stages = [(label, cumulative(function, file)) for label, function, file in STAGES]
     top = sorted(((f"{Path(path).parent.name}/{Path(path).name}:{line}({name})" if path != "~" else name,
-                   row[1], row[2], row[3]) for (path, line, name), row in stats.items()),
+                   row[1], row[2], row[3]) for (path, line, name), row in profile_rows.items()),
                  key=lambda item: -item[2])[:15]
     return Profile(done["events"], done.get("steady_rate"), total, stages, top)
 
@@ -438,7 +433,7 @@ class FreshnessRun:
 
 
 def quantiles(values_ms: Sequence[float]) -> dict[str, float]:
-    return {"p50": percentile(values_ms, 50), "p95": percentile(values_ms, 95), "p99": percentile(values_ms, 99),
+    return {"p50": percentile(values_ms, 0.50), "p95": percentile(values_ms, 0.95), "p99": percentile(values_ms, 0.99),
             "max": max(values_ms) if values_ms else float("nan")}
 
 

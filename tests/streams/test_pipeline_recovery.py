@@ -19,6 +19,7 @@ from streams.produce import produce_files
 from streams.replica import run_replica
 from streams.topics import Topic, ensure_topics
 from tests.benchmarks.generate import generate_events
+from tests.benchmarks.pipeline_load import count_applied
 from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
 
 pytestmark = pytest.mark.integration
@@ -35,14 +36,6 @@ def stream(tmp_path_factory) -> tuple[Path, Path]:
     events.write_text("\n".join(line for group in zip(*per_tenant, strict=True) for line in group) + "\n")
     load_into(folder / "expected", [events], simulated_clock=False, ontology_path=None)
     return events, folder / "expected"
-
-
-def applied_events(state: Path) -> int:
-    kv = RocksKV(state, read_only=True)
-    try:
-        return sum(1 for _ in kv.scan(b"I"))
-    finally:
-        kv.close()
 
 
 def expected_records(expected: Path) -> tuple[dict[str, bool], set[str]]:
@@ -83,11 +76,11 @@ def test_kill_minus_nine_mid_stream_then_restart(kafka_broker, stream, tmp_path:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         time.sleep(0.05)
-        if (state / "CURRENT").exists() and applied_events(state) >= 3000:
+        if (state / "CURRENT").exists() and count_applied(state) >= 3000:
             break
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait(10)
-    partial = applied_events(state)
+    partial = count_applied(state)
     assert 0 < partial < 20_000, f"the kill must land mid-stream (applied {partial})"
     restarted = start_worker(state, kafka_broker.bootstrap, topics, "g-kill", exit_when_idle=3)
     out, err = finish(restarted, 180)
