@@ -214,6 +214,10 @@ class LedgerStore:
         for _, value in self.kv.scan(b"R" + pack(tenant)):
             yield codec.decode_review(value)
 
+    def review_count(self, tenant: str) -> int:
+        """How many items wait in the tenant's review queue (counted by key, nothing decoded)."""
+        return sum(1 for _ in self.kv.scan(b"R" + pack(tenant)))
+
     def dead_letters(self) -> Iterator[DeadLetter]:
         for _, value in self.kv.scan(b"D"):
             yield codec.decode_dead_letter(value)

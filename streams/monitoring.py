@@ -55,7 +55,7 @@ class FreshnessTicker:
                 deliver(self.producer, records, 10)
                 self.statuses.record(transitions)
             stale_anywhere |= stale_sources(activity, self.slo, now)
-            review_depth += sum(1 for _ in self.store.review_items(tenant))
+            review_depth += self.store.review_count(tenant)
         self.metrics.set_source_status(activities, stale_anywhere, self.slo.sources)
         self.metrics.set_review_depth(review_depth)
 

@@ -68,6 +68,7 @@ def test_single_valued_relationship_closes_only_the_same_authoritys_value(ledger
     assert ledger.owners(S1, valid_at="2026-05-01") == {PLAT, FIN}
     conflicts = [i for i in ledger.store.review_items("acme") if i.category == "cardinality_conflict"]
     assert len(conflicts) == 2, "each competing assertion from another source is flagged, never resolved"
+    assert ledger.store.review_count("acme") == len(list(ledger.store.review_items("acme")))
 
 
 def test_revoke_closes_the_fact_and_every_remainder_of_it(ledger: Ledger) -> None:
