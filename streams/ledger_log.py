@@ -55,7 +55,7 @@ def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch
         tenants.add(entity.tenant)
         records.append(OutRecord(Topic.EDGE_VERSIONS, entity.tenant, orjson.dumps(
             {"kind": "entity", "record_id": f"{entity.tenant}/entity/{entity.entity_id}/{entity.name}",
-             "entity": asdict(entity)})))
+             "entity": entity._asdict()})))
     for alias in pending.aliases:
         tenants.add(alias.tenant)
         records.append(OutRecord(Topic.EDGE_VERSIONS, alias.tenant, orjson.dumps(

@@ -469,7 +469,7 @@ class CommitWatcher:
             after = current.get(edge_id)
             if after is None:
                 self.violations.append(f"version {edge_id} disappeared")
-            elif after != before and not (before.tx_to is None and replace(after, tx_to=None) == before):
+            elif after != before and not (before.tx_to is None and after._replace(tx_to=None) == before):
                 self.violations.append(f"version {edge_id} changed from {before} to {after}")
         self.violations += overlapping(
             (v for v in current.values() if v.tx_to is None), "believed after a commit"
