@@ -66,6 +66,7 @@ class PendingLedger:
     counts: BatchCounts = field(default_factory=BatchCounts)
     tx: int | None = None
     _by_out: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    _by_edge: dict[tuple[str, str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     _new_by_tenant: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
 
@@ -75,6 +76,7 @@ class PendingLedger:
         self.versions[key] = version
         self.appended.append(key)
         self._by_out[(version.tenant, version.src, version.rel)].append(version.edge_id)
+        self._by_edge[(version.tenant, version.src, version.rel, version.dst)].append(version.edge_id)
         self._new_by_tenant[version.tenant].append(version.edge_id)
         self.counts.versions_appended += 1
 
@@ -84,6 +86,7 @@ class PendingLedger:
         del self.versions[key]
         self.appended.remove(key)
         self._by_out[(version.tenant, version.src, version.rel)].remove(version.edge_id)
+        self._by_edge[(version.tenant, version.src, version.rel, version.dst)].remove(version.edge_id)
         self._new_by_tenant[version.tenant].remove(version.edge_id)
         self.counts.versions_appended -= 1
 
@@ -114,7 +117,8 @@ class PendingLedger:
         return merged
 
     def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
-        return [v for v in self.believed_out(tenant, src, rel) if v.dst == dst]
+        base = self.base.believed_edge(tenant, src, rel, dst)
+        return _still_believed(self._overlay(tenant, base, self._by_edge.get((tenant, src, rel, dst), [])))
 
     def believed_out(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
         base = self.base.believed_out(tenant, src, rel)

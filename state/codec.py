@@ -17,17 +17,19 @@ from processors.model import (
 
 
 def encode_version(v: EdgeVersion) -> bytes:
-    return orjson.dumps(
-        [v.edge_id, v.tenant, v.src, v.rel, v.dst, v.valid_from, v.valid_to, v.tx_from, v.tx_to,
-         v.authority, v.source_record, v.source_version, v.evidence, v.confidence, v.origin,
-         v.supersedes, v.event_id, v.detected_at, v.phrase]
-    )
+    """A JSON array in the field order of ``EdgeVersion`` (a NamedTuple, so ``list(v)`` is that order)."""
+    return orjson.dumps(list(v))
+
+
+_new_tuple = tuple.__new__
 
 
 def decode_version(data: bytes) -> EdgeVersion:
-    f = orjson.loads(data)
-    return EdgeVersion(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12],
-                       f[13], f[14], tuple(f[15]), f[16], f[17], f[18])
+    fields = orjson.loads(data)
+    fields[15] = tuple(fields[15])  # supersedes
+    # Speed: the stored array is already in field order; building the tuple directly skips the
+    # NamedTuple's argument handling (0.53 against 0.74 µs).
+    return _new_tuple(EdgeVersion, fields)
 
 
 def encode_entity(e: Entity) -> bytes:
