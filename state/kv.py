@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, RdictIter, WriteBatch
+from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, RdictIter, WriteBatch, WriteOptions
 from sortedcontainers import SortedDict
 
 from state.keys import prefix_end
@@ -74,9 +74,16 @@ _IDLE_ITERATORS = 4
 
 
 class RocksKV:
-    """rocksdict in raw mode. ``read_only`` opens a secondary instance that never takes the writer's lock."""
+    """rocksdict in raw mode. ``read_only`` opens a secondary instance that never takes the writer's lock.
 
-    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+    ``bulk`` is for an import that can be run again (``edgeledger load``): writes skip the write-ahead
+    log, and ``close`` flushes them to table files. A write batch still lands whole in one memtable, and
+    memtables reach disk whole and in order, so a crash loses a suffix of batches, never part of one;
+    re-running the import applies what was lost (event ids make the rest no-ops). Readers (secondary
+    instances) see a bulk writer's batches only once they are flushed.
+    """
+
+    def __init__(self, path: str | Path, read_only: bool = False, bulk: bool = False) -> None:
         self.path = Path(path)
         options = Options(raw_mode=True)
         options.set_max_open_files(-1 if read_only else 512)
@@ -93,6 +100,11 @@ class RocksKV:
             options.create_if_missing(True)
             options.increase_parallelism(2)
             self._db = Rdict(str(self.path), options=options)
+            if bulk:
+                unlogged = WriteOptions()
+                unlogged.disable_wal = True
+                self._db.set_write_options(unlogged)
+        self._bulk = bulk and not read_only
         self._idle: list[RdictIter] = []
         self._generation = 0
 
@@ -129,9 +141,12 @@ class RocksKV:
         self._idle.clear()
 
     def compact(self) -> None:
+        self._db.flush(wait=True)
         self._db.compact_range(None, None)
 
     def close(self) -> None:
         self._idle.clear()
         self._generation += 1
+        if self._bulk:
+            self._db.flush(wait=True)
         self._db.close()

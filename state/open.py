@@ -10,8 +10,9 @@ from state.kv import RocksKV
 from state.store import LedgerStore
 
 
-def open_writer(path: str | Path) -> LedgerStore:
-    return LedgerStore(RocksKV(path))
+def open_writer(path: str | Path, bulk: bool = False) -> LedgerStore:
+    """The one writer of a directory; ``bulk`` for a re-runnable import (see ``RocksKV``)."""
+    return LedgerStore(RocksKV(path, bulk=bulk))
 
 
 def open_reader(path: str | Path) -> LedgerStore:

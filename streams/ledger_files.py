@@ -52,7 +52,7 @@ def load_into(state_dir: Path, paths: list[Path], simulated_clock: bool, ontolog
         if not path.is_file():
             raise FileNotFoundError(f"no such file: {path}")
     ontology = load_ontology(ontology_path) if ontology_path else default_ontology()
-    store = open_writer(state_dir)
+    store = open_writer(state_dir, bulk=True)
     try:
         counts = load_files(paths, store, simulated_clock, ontology, batch_size)
     finally:
