@@ -24,6 +24,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
+from processors.heap import SettledHeap
 from processors.pending import BatchCounts, PendingLedger
 from schemas.ontology import Ontology, default_ontology
 from state.kv import RocksKV
@@ -79,6 +80,7 @@ class LedgerWorker:
         self.lag_interval = lag_interval
         self._lag_due = time.monotonic()
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
+        self.heap = SettledHeap()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
@@ -104,6 +106,7 @@ class LedgerWorker:
         self.producer.flush(10)
         self.consumer.close()
         self.store.close()
+        self.heap.release()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Resume each partition right after the last offset this state applied (not the group's).
@@ -180,6 +183,7 @@ class LedgerWorker:
         self.bookkeeping.trim(outbox_keys)
         self.consumer.commit(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in consumed.items()],
                              asynchronous=True)
+        self.heap.settle()
         return len(consumed)
 
     def _rebuild_partition(self, partition: int, quiet_for: float = 1.0) -> None:
