@@ -26,10 +26,10 @@ class BatchRunner:
                 if not line.strip():
                     continue
                 self.processor.process(line, pending)
+                heap.after_event()
                 if pending.counts.events_read >= self.batch_size:
                     totals.add(self._flush(pending))
                     pending = PendingLedger(self.reader)
-                    heap.settle()
             totals.add(self._flush(pending))
         return totals
 

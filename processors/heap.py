@@ -3,11 +3,13 @@
 A batch's survivors are long-lived: the store's read caches (hundreds of thousands of entries at
 100k entities), interned key parts, memoised parses. CPython's collector rescans every tracked
 object on each full collection, and as those caches grow the passes cost more: on a 1M-event
-``load`` they took 31 of 133 s of the loading thread. After each committed batch, ``settle`` moves
-what survived to the permanent generation (``gc.freeze``), so collections look only at what later
-batches allocate. Objects frozen this way are still freed by reference counting; only garbage in
-reference cycles waits, until the full pass ``settle`` runs every ``full_every_s`` seconds
-(unfreeze, collect, freeze again) or until ``release``.
+``load`` they took 31 of 133 s of the loading thread. ``settle`` moves what is alive to the
+permanent generation (``gc.freeze``), so collections look only at what was allocated since. The
+runners settle every ``settle_every`` events (``after_event``), which also keeps a batch's pending
+changes out of the young generations' passes: 0.96 s -> 0.42 s of collection on a 200k-event load.
+Objects frozen this way are still freed by reference counting; only garbage in reference cycles
+waits, until the full pass ``settle`` runs every ``full_every_s`` seconds (unfreeze, collect,
+freeze again) or until ``release``.
 """
 
 from __future__ import annotations
@@ -19,11 +21,19 @@ from types import TracebackType
 
 
 class SettledHeap:
-    def __init__(self, full_every_s: float | None = 600.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, full_every_s: float | None = 600.0, settle_every: int = 250,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.full_every_s = full_every_s
+        self.settle_every = settle_every
         self._clock = clock
         self._last_full = clock()
+        self._events = 0
         self.full_passes = 0
+
+    def after_event(self) -> None:
+        self._events += 1
+        if self._events >= self.settle_every:
+            self.settle()
 
     def settle(self) -> None:
         """Call between batches: freeze what is alive now, after a full pass when one is due."""
@@ -33,6 +43,7 @@ class SettledHeap:
             self._last_full = self._clock()
             self.full_passes += 1
         gc.freeze()
+        self._events = 0
 
     def release(self) -> None:
         """Hand everything back to the collector (its next full pass looks at it all again)."""

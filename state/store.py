@@ -54,15 +54,13 @@ NO_TRANSACTION = -(1 << 62)
 _FORMAT = b"M" + pack("format")
 FORMAT_VERSION = b"2"
 """2: adjacency in order of recording, believed-by-source in ``B`` (1 had ``O`` and ``S``)."""
+_DEAD_LETTER_SEQUENCE = b"M" + pack("dead_letter_seq")
+_UNREAD = object()
+"""A read cache's answer for a key it does not hold (``None`` is a cached 'no such entity')."""
 
 
 class StateFormatError(ValueError):
     """The directory holds ledger state in a layout this version does not read."""
-_DEAD_LETTER_SEQUENCE = b"M" + pack("dead_letter_seq")
-
-
-def _entity_row(entity: Entity | None) -> tuple[str, str | None, int] | None:
-    return (entity.type, entity.name, entity.first_tx) if entity is not None else None
 
 
 class _EncodedParts(dict[str, bytes]):
@@ -81,7 +79,7 @@ class LedgerStore:
         self._cache_entries = cache_entries
         # Read caches. Speed: they hold only tuples of str/int, which the cyclic garbage collector
         # stops tracking, so its full passes do not grow with the cache (about 100k entities).
-        self._entities: dict[tuple[str, str], tuple[str, str | None, int] | None] = {}
+        self._entities: dict[tuple[str, str], Entity | None] = {}
         self._aliases: dict[tuple[str, str], tuple[tuple[str, int], ...]] = {}
         # What versioning reads most: the still-believed out-edges of (tenant, src, rel), by dst and edge id.
         # Speed: a hit saves a seek and the decoding of the edge's whole history. Written through on
@@ -159,12 +157,12 @@ class LedgerStore:
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         key = (tenant, entity_id)
-        if key in self._entities:
-            cached = self._entities[key]
-            return Entity(tenant, entity_id, *cached) if cached is not None else None
+        cached = self._entities.get(key, _UNREAD)
+        if cached is not _UNREAD:
+            return cached  # type: ignore[return-value]
         raw = self.kv.get(b"E" + pack(tenant, entity_id))
         entity = codec.decode_entity(raw) if raw else None
-        self._remember(self._entities, key, _entity_row(entity))
+        self._remember(self._entities, key, entity)
         return entity
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
@@ -298,7 +296,7 @@ class LedgerStore:
                 if believed is not None and believed.pop(version.edge_id, None) is not None and not believed:
                     del by_dst[version.dst]
         for key, entity in pending.entities.items():
-            self._entities[key] = _entity_row(entity)
+            self._entities[key] = entity
         for alias in pending.aliases:
             key = (alias.tenant, alias.normalised)
             entries = self._aliases.get(key)

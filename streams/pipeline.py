@@ -165,6 +165,7 @@ class LedgerWorker:
             if message.offset() <= self.applied_offsets.get(position, -1):
                 continue
             self.processor.process(message.value() or b"", pending)
+            self.heap.after_event()
             consumed[position] = message.offset()
         if not consumed:
             return 0
@@ -183,7 +184,6 @@ class LedgerWorker:
         self.bookkeeping.trim(outbox_keys)
         self.consumer.commit(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in consumed.items()],
                              asynchronous=True)
-        self.heap.settle()
         return len(consumed)
 
     def _rebuild_partition(self, partition: int, quiet_for: float = 1.0) -> None:

@@ -49,3 +49,13 @@ def test_release_lets_the_collector_free_what_was_frozen() -> None:
     heap.release()
     gc.collect()
     assert garbage() is None
+
+
+def test_after_event_settles_every_so_many_events() -> None:
+    with SettledHeap(full_every_s=None, settle_every=3) as heap:
+        heap.release()
+        for _ in range(2):
+            heap.after_event()
+        assert gc.get_freeze_count() == 0
+        heap.after_event()
+        assert gc.get_freeze_count() > 0
