@@ -1,9 +1,7 @@
 """How a query replica that shares the state directory learns what changed.
 
-``versions_changed_since`` reads the ``T`` table (tenant, tx, ``a``/``c``, edge_id) for transaction
-times after a given one. ``OrderedKV`` offers prefix scans only, so the range ``(after_tx, last_tx]``
-is covered by the few byte prefixes of the encoded integers that span it exactly (at most 255 per
-byte on each side of the range, in practice a handful), each one prefix scan.
+``versions_changed_since`` reads the ``T`` table (tenant, tx, ``a``/``c``, edge_id) from the first
+transaction time after a given one: one scan of the tenant's prefix, started at that key.
 
 ``LedgerFollower`` is a read-only view of a directory another process writes. A RocksDB secondary
 sees new writes only after catching up with the primary, which ``RocksKV`` does when it opens; the
@@ -21,40 +19,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from processors.model import Direction, EdgeVersion, Entity, SourceActivity
-from state.keys import pack, unpack
+from state.keys import encode_int, pack, unpack
 from state.open import open_reader
 from state.store import LedgerStore
 
 log = logging.getLogger(__name__)
-_INT_TAG = pack(0)[:1]
-_SIGN = 1 << 63
-_WIDTH = 8
-
-
-def _cover(prefix: bytes, low: int, high: int, width: int, out: list[bytes]) -> None:
-    """Append the prefixes whose completions to ``width`` more bytes are exactly [low, high]."""
-    if low == 0 and high == (1 << (8 * width)) - 1:
-        out.append(prefix)
-        return
-    shift = 8 * (width - 1)
-    rest = (1 << shift) - 1
-    low_top, high_top = low >> shift, high >> shift
-    if low_top == high_top:
-        _cover(prefix + bytes([low_top]), low & rest, high & rest, width - 1, out)
-        return
-    _cover(prefix + bytes([low_top]), low & rest, rest, width - 1, out)
-    out.extend(prefix + bytes([top]) for top in range(low_top + 1, high_top))
-    _cover(prefix + bytes([high_top]), 0, high & rest, width - 1, out)
-
-
-def int_range_prefixes(low: int, high: int) -> list[bytes]:
-    """Key prefixes (as ``state.keys.pack`` encodes an int) that together match exactly the ints in
-    [low, high], in ascending order."""
-    if low > high:
-        return []
-    out: list[bytes] = []
-    _cover(_INT_TAG, low + _SIGN, high + _SIGN, _WIDTH, out)
-    return out
 
 
 def versions_changed_since(store: LedgerStore, tenant: str, after_tx: int) -> list[EdgeVersion]:
@@ -62,9 +31,8 @@ def versions_changed_since(store: LedgerStore, tenant: str, after_tx: int) -> li
     the order of their first change, as stored now (a version appended and then closed carries its ``tx_to``)."""
     tenant_prefix = b"T" + pack(tenant)
     edge_ids: dict[str, None] = {}
-    for prefix in int_range_prefixes(after_tx + 1, store.last_tx()):
-        for key, _ in store.kv.scan(tenant_prefix + prefix):
-            edge_ids.setdefault(str(unpack(key[1:])[-1]), None)
+    for key, _ in store.kv.scan(tenant_prefix, start=tenant_prefix + encode_int(after_tx + 1)):
+        edge_ids.setdefault(str(unpack(key[1:])[-1]), None)
     versions = (store.version(tenant, edge_id) for edge_id in edge_ids)
     return [version for version in versions if version is not None]
 

@@ -6,12 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from processors.cache import CacheEntry, ValidWindow, entry_key
 from state.cache_store import CacheStore
-from state.changes import LedgerFollower, int_range_prefixes, versions_changed_since
+from state.changes import LedgerFollower, versions_changed_since
 from state.keys import pack
 from state.kv import MemoryKV, OrderedKV, RocksKV
 from state.open import open_reader, open_writer
@@ -127,24 +125,6 @@ def test_entries_survive_json_and_odd_text(kv: OrderedKV) -> None:
 
 
 # -- the change feed ----------------------------------------------------------------------------------------
-def covered(prefixes: list[bytes], value: int) -> bool:
-    encoded = pack(value)
-    return any(encoded.startswith(prefix) for prefix in prefixes)
-
-
-@settings(max_examples=300, deadline=None)
-@given(low=st.integers(-(1 << 62), 1 << 62), span=st.one_of(st.integers(0, 300), st.integers(0, 1 << 40)),
-       probe=st.integers(-(1 << 62), 1 << 62))
-def test_int_range_prefixes_cover_exactly_the_range(low: int, span: int, probe: int) -> None:
-    high = low + span
-    prefixes = int_range_prefixes(low, high)
-    assert prefixes == sorted(prefixes)
-    for value in (low - 1, low, low + 1, (low + high) // 2, high - 1, high, high + 1, probe):
-        assert covered(prefixes, value) == (low <= value <= high), value
-    assert len(prefixes) <= 2 * 255 * 8
-    assert int_range_prefixes(high + 1, high) == []
-
-
 def test_versions_changed_since_reads_appends_and_closings_after_a_tx() -> None:
     ledger = Ledger()
     ledger.at("2026-03-01T00:00:00Z").change("cmdb").asserts(CONNECTOR, "owned_by", ANA).send()

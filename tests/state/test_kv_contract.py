@@ -20,6 +20,15 @@ def test_scan_returns_exactly_the_prefix_in_byte_order(kv) -> None:
     assert len(list(kv.scan(pack("t")))) == 4
 
 
+def test_a_scan_can_start_inside_its_prefix(kv) -> None:
+    keys = [pack("t", tx) for tx in (-5, 0, 7, 1 << 40)] + [pack("u", 1)]
+    kv.write([(k, b"v") for k in keys])
+    assert [k for k, _ in kv.scan(pack("t"), start=pack("t", 0))] == keys[1:4]
+    assert [k for k, _ in kv.scan(pack("t"), start=pack("t", 8))] == keys[3:4]
+    assert [k for k, _ in kv.scan(pack("t"), start=pack("s"))] == keys[:4], "a start before the prefix is the prefix"
+    assert list(kv.scan(pack("t"), start=pack("t", (1 << 40) + 1))) == []
+
+
 def test_write_applies_puts_and_deletes_together(kv) -> None:
     kv.write([(b"k1", b"1"), (b"k2", b"2")])
     kv.write([(b"k3", b"3")], [b"k1"])
