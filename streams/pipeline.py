@@ -131,15 +131,19 @@ class LedgerWorker:
 
     def _report_lag(self) -> None:
         """Records behind the high watermark per assigned partition (on the embedded broker the
-        watermark counts record batches, so this understates lag there)."""
+        watermark counts record batches, so this understates lag there). The watermark is the one
+        the consumer's fetches last brought back: asking the broker would block the loop for a
+        round trip per partition. A partition nothing was fetched from yet has none and is skipped."""
         if self.on_consumer_lag is None or time.monotonic() < self._lag_due:
             return
         self._lag_due = time.monotonic() + self.lag_interval
         for topic, partition in sorted(self.assigned):
             try:
-                _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=1)
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
             except Exception as error:
                 log.debug("no watermark for %s[%d]: %s", topic, partition, error)
+                continue
+            if high < 0:
                 continue
             applied = self.applied_offsets.get((topic, partition), -1)
             self.on_consumer_lag(topic, partition, max(0, high - applied - 1))

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from streams.demo import DEMO_EVENTS
+from streams.kafka_config import FAST_GROUP_OVERRIDES
 from streams.ledger_files import load_into
+from streams.pipeline import LedgerWorker, WorkerConfig
 from streams.produce import produce_files
 from streams.topics import Topic, ensure_topics
 from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
@@ -51,3 +53,19 @@ def test_poison_messages_are_dead_lettered_and_the_stream_goes_on(kafka_broker, 
     assert sorted(letter["stage"] for letter in letters) == ["apply", "decode", "validate"]
     assert {letter["original"] for letter in letters} == set(poison)
     assert all(letter["reason"] for letter in letters)
+
+
+def test_the_worker_reports_consumer_lag_from_its_fetches(kafka_broker, tmp_path: Path) -> None:
+    topics = fresh_topics()
+    ensure_topics(kafka_broker.bootstrap, topics)
+    produce_files([Path(str(DEMO_EVENTS))], kafka_broker.bootstrap, topics, progress=False)
+    reports: list[tuple[str, int, int]] = []
+    config = WorkerConfig(tmp_path / "state", kafka_broker.bootstrap, group_id="g-lag", topics=topics,
+                          consumer_overrides=dict(FAST_GROUP_OVERRIDES))
+    worker = LedgerWorker(config, on_consumer_lag=lambda *report: reports.append(report), lag_interval=0.0)
+    totals = worker.run(idle_exit_after=2)
+    assert totals.applied > 0
+    fed = {(topic, partition) for topic, partition, _ in reports}
+    assert fed and all(topic.startswith(topics.prefix) for topic, _ in fed)
+    last = {(topic, partition): lag for topic, partition, lag in reports}
+    assert set(last.values()) == {0}, "caught up: nothing left behind the watermark"
