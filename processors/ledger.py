@@ -224,18 +224,18 @@ class LedgerProcessor:
         ]
         for index, (_, item, _) in enumerate(assertions):
             self._check_ontology(item.src.type, item.rel, item.dst.type, item.phrase, f"assert[{index}]")
-        for index, (_, item, _) in enumerate(retractions):
-            self._check_ontology(item.src.type, item.rel, item.dst.type, None, f"retract[{index}]",
-                                 check_phrase=False)
+        for index, (_, retraction, _) in enumerate(retractions):
+            self._check_ontology(retraction.src.type, retraction.rel, retraction.dst.type, None,
+                                 f"retract[{index}]", check_phrase=False)
         resolver.commit(ledger, tx)
 
         provenance = Provenance(
             event.source.system, event.source.record, event.source.version, to_micros(event.detected_at)
         )
         versioner = Versioner(ledger, self.ontology, tenant, event.event_id, tx)
-        for src, item, dst in retractions:
-            stopped_at = to_micros(item.valid_from) if item.valid_from else None
-            versioner.retract(src, item.rel, dst, provenance.authority, stopped_at)
+        for src, retraction, dst in retractions:
+            stopped_at = to_micros(retraction.valid_from) if retraction.valid_from else None
+            versioner.retract(src, retraction.rel, dst, provenance.authority, stopped_at)
 
         if event.mode == "snapshot":
             assert event.source.record is not None

@@ -28,7 +28,7 @@ sees, and the ``edge-versions`` log carries it as a new record rather than an ed
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from processors.model import (
     Correction,
@@ -339,7 +339,7 @@ class LedgerStore:
                 delete(b"B" + tenant + parts[authority] + parts[record or ""] + edge)
 
     # -- the one atomic write -----------------------------------------------------------------------------------
-    def commit(self, pending: PendingLedger, extra_puts: list[tuple[bytes, bytes]] = ()) -> None:
+    def commit(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """Write everything a batch of events did, with their event ids, in one WriteBatch."""
         puts: list[tuple[bytes, bytes]] = list(extra_puts)
         deletes: list[bytes] = []
