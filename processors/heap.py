@@ -9,7 +9,8 @@ runners settle every ``settle_every`` events (``after_event``), which also keeps
 changes out of the young generations' passes: 0.96 s -> 0.42 s of collection on a 200k-event load.
 Objects frozen this way are still freed by reference counting; only garbage in reference cycles
 waits, until the full pass ``settle`` runs every ``full_every_s`` seconds (unfreeze, collect,
-freeze again) or until ``release``.
+freeze again) or until ``release``. That pass is a pause: 1.5 s over the 1.5 million objects a
+1M-event load keeps alive.
 """
 
 from __future__ import annotations
