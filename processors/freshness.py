@@ -200,6 +200,10 @@ class FreshnessMonitor:
             transitions.append(SourceStatusTransition(self.tenant, previous, now, silence))
         return transitions
 
+    def stale(self) -> set[str]:
+        """The sources the last ``evaluate`` judged stale."""
+        return {source for source in self.slo.sources if self.statuses.get(source) == "stale"}
+
 
 # -- coverage for queries -------------------------------------------------------------------------------------
 def stale_sources_for_queries(

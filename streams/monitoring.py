@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Producer
 
-from processors.freshness import FreshnessMonitor, stale_sources
+from processors.freshness import FreshnessMonitor
 from schemas.slo import SloConfig
 from state.freshness_store import FreshnessStore
 from state.store import LedgerStore
@@ -54,7 +54,7 @@ class FreshnessTicker:
                            for t in transitions]
                 deliver(self.producer, records, 10)
                 self.statuses.record(transitions)
-            stale_anywhere |= stale_sources(activity, self.slo, now)
+            stale_anywhere |= monitor.stale()
             review_depth += self.store.review_count(tenant)
         self.metrics.set_source_status(activities, stale_anywhere, self.slo.sources)
         self.metrics.set_review_depth(review_depth)

@@ -63,13 +63,16 @@ def test_a_silent_source_goes_stale_after_its_slo_and_fresh_on_its_next_heartbea
 
     assert evaluate("2026-03-01T09:05:00Z") == [("cmdb", None, "fresh")]
     assert evaluate("2026-03-01T09:10:00Z") == []  # exactly max_silence: not yet past it
+    assert monitor.stale() == set()
     assert evaluate("2026-03-01T09:10:00.000001Z") == [("cmdb", "fresh", "stale")]
+    assert monitor.stale() == {"cmdb"}
     assert evaluate("2026-03-01T09:20:00Z") == []
     assert evaluate("2026-03-01T11:00:00Z") == []
 
     cmdb_ledger.at("2026-03-01T11:30:00Z")
     heartbeat(cmdb_ledger, "cmdb", "2026-03-01T11:29:59Z", "hb-1")
     assert evaluate("2026-03-01T11:30:01Z") == [("cmdb", "stale", "fresh")]
+    assert monitor.stale() == set()
     assert evaluate("2026-03-01T11:35:00Z") == []
     assert evaluate("2026-03-01T11:40:01Z") == [("cmdb", "fresh", "stale")]
 
