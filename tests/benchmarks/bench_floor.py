@@ -1,0 +1,123 @@
+"""How far the ledger's event path is from the storage floor, side by side on the same events.
+
+    python -m tests.benchmarks.bench_floor [--events N] [--entities N] [--rounds R] [--seed S]
+
+The floor does what no implementation of the ledger can skip, in plain Python against the same
+RocksDB layout:
+- decode and validate every line (orjson and the event schema, as ``load`` does);
+- one point read per event (the re-delivery check);
+- for each assertion, one new version with a derived id and its five rows (V, A out, A in, T, B);
+- the event's ``I`` row;
+- a write batch per 2,000 events, without the write-ahead log, as ``load`` writes.
+
+It resolves no mentions, reads no believed versions, closes nothing and appends no remainders.
+The real ledger writes about two versions per event here, not one, so the floor is a lower bound.
+Both run ``--rounds`` times, interleaved, on one generated file; the report gives the
+loading-thread CPU of each run. The machine is shared: compare rates within one report only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from schemas.events import EVENT_ADAPTER, ChangeEvent
+from schemas.times import to_micros
+from state.keys import encode_int, pack
+from state.kv import RocksKV
+from streams.ledger_files import load_into
+from tests.benchmarks.bench_ledger import write_events
+
+BATCH = 2000
+
+
+def floor_load(state: Path, events_file: Path) -> tuple[int, float]:
+    """(change events written, loading-thread CPU seconds)."""
+    kv = RocksKV(state, bulk=True)
+    started = time.thread_time()
+    puts: list[tuple[bytes, bytes]] = []
+    changes = tx = 0
+    with open(events_file, "rb") as lines:
+        for line in lines:
+            event = EVENT_ADAPTER.validate_python(orjson.loads(line))
+            if not isinstance(event, ChangeEvent):
+                continue
+            changes += 1
+            tx += 1
+            tenant, event_key = pack(event.tenant), pack(event.event_id)
+            kv.get(b"I" + tenant + event_key)
+            puts += version_rows(event, tenant, tx)
+            puts.append((b"I" + tenant + event_key, b"applied"))
+            if changes % BATCH == 0:
+                kv.write(puts)
+                puts = []
+    kv.write(puts)
+    elapsed = time.thread_time() - started
+    kv.close()
+    return changes, elapsed
+
+
+def version_rows(event: ChangeEvent, tenant: bytes, tx: int) -> list[tuple[bytes, bytes]]:
+    rows: list[tuple[bytes, bytes]] = []
+    source = event.source
+    detected_at = to_micros(event.detected_at)
+    for index, item in enumerate(event.assert_):
+        src, dst = f"{item.src.type}:{item.src.id}", f"{item.dst.type}:{item.dst.id}"
+        digest = hashlib.blake2b(f"{event.tenant}\x1f{event.event_id}\x1f{index}".encode(), digest_size=8)
+        edge_id = "e" + digest.hexdigest()
+        valid_from = to_micros(item.valid_from) if item.valid_from else None
+        valid_to = to_micros(item.valid_to) if item.valid_to else None
+        value = orjson.dumps([edge_id, event.tenant, src, item.rel, dst, valid_from, valid_to, tx, None,
+                              source.system, source.record, source.version, item.evidence, item.confidence,
+                              edge_id, [], event.event_id, detected_at, item.phrase])
+        edge, rel, recorded = pack(edge_id), pack(item.rel), encode_int(tx) + pack(edge_id)
+        rows += [(b"V" + tenant + edge, value),
+                 (b"A" + tenant + pack(src) + rel + pack("o") + recorded, value),
+                 (b"A" + tenant + pack(dst) + rel + pack("i") + recorded, value),
+                 (b"T" + tenant + encode_int(tx) + pack("a") + edge, b""),
+                 (b"B" + tenant + pack(source.system, source.record or "") + edge, value)]
+    return rows
+
+
+def ledger_load(state: Path, events_file: Path) -> float:
+    started = time.thread_time()
+    load_into(state, [events_file], simulated_clock=True, ontology_path=None)
+    return time.thread_time() - started
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_floor", description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--entities", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="edgeledger-floor-"))
+    try:
+        events_file = work / "events.jsonl"
+        write_events(events_file, args.events, args.entities, args.seed)
+        print(f"### The ledger against the storage floor: {args.events:,} events, {args.entities:,} entities\n")
+        print(f"Command: `python -m tests.benchmarks.bench_floor --events {args.events} --entities {args.entities} "
+              f"--rounds {args.rounds} --seed {args.seed}`\n")
+        print("| round | path | loading-thread CPU s | events/s | µs per event |")
+        print("|---|---|---|---|---|")
+        for round_number in range(1, args.rounds + 1):
+            shutil.rmtree(work / "floor", ignore_errors=True)
+            changes, floor_s = floor_load(work / "floor", events_file)
+            shutil.rmtree(work / "ledger", ignore_errors=True)
+            ledger_s = ledger_load(work / "ledger", events_file)
+            for name, seconds in (("floor", floor_s), ("ledger (`load`)", ledger_s)):
+                print(f"| {round_number} | {name} | {seconds:.2f} | {changes / seconds:,.0f} | "
+                      f"{seconds / changes * 1e6:.1f} |")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
