@@ -96,8 +96,10 @@ class LedgerWorker:
                 self._report_lag()
                 if self.process_batch():
                     idle_since = time.monotonic()
-                elif idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
+                    continue
+                if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
                     break
+                self.heap.when_idle()
         finally:
             self.close()
         return self.totals

@@ -21,13 +21,13 @@ def cyclic_garbage() -> weakref.ref:
 
 
 def test_settle_freezes_the_survivors_and_release_hands_them_back() -> None:
-    with SettledHeap(full_every_s=None) as heap:
+    with SettledHeap() as heap:
         heap.settle()
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0
 
 
-def test_frozen_cyclic_garbage_is_collected_by_the_due_full_pass() -> None:
+def test_frozen_cyclic_garbage_waits_for_an_idle_moment_once_a_full_pass_is_due() -> None:
     now = [0.0]
     with SettledHeap(full_every_s=60.0, clock=lambda: now[0]) as heap:
         garbage = cyclic_garbage()
@@ -35,15 +35,31 @@ def test_frozen_cyclic_garbage_is_collected_by_the_due_full_pass() -> None:
         gc.collect()
         assert garbage() is not None, "frozen: no ordinary collection looks at it"
         now[0] = 59.0
+        heap.when_idle()
+        assert garbage() is not None and heap.full_passes == 0, "not due yet"
+        now[0] = 61.0
+        heap.settle()
+        assert garbage() is not None and heap.full_passes == 0, "due, but busy: no pause mid-stream"
+        heap.when_idle()
+        assert garbage() is None and heap.full_passes == 1
+        assert gc.get_freeze_count() > 0, "frozen again after the pass"
+
+
+def test_under_unbroken_load_the_full_pass_runs_once_it_is_long_overdue() -> None:
+    now = [0.0]
+    with SettledHeap(full_every_s=60.0, overdue_factor=3.0, clock=lambda: now[0]) as heap:
+        garbage = cyclic_garbage()
+        heap.settle()
+        now[0] = 179.0
         heap.settle()
         assert garbage() is not None and heap.full_passes == 0
-        now[0] = 61.0
+        now[0] = 180.0
         heap.settle()
         assert garbage() is None and heap.full_passes == 1
 
 
 def test_release_lets_the_collector_free_what_was_frozen() -> None:
-    heap = SettledHeap(full_every_s=None)
+    heap = SettledHeap()
     garbage = cyclic_garbage()
     heap.settle()
     heap.release()
@@ -52,8 +68,8 @@ def test_release_lets_the_collector_free_what_was_frozen() -> None:
 
 
 def test_after_event_settles_every_so_many_events() -> None:
-    with SettledHeap(full_every_s=None, settle_every=3) as heap:
-        heap.release()
+    gc.unfreeze()
+    with SettledHeap(settle_every=3) as heap:
         for _ in range(2):
             heap.after_event()
         assert gc.get_freeze_count() == 0
