@@ -286,15 +286,13 @@ class LedgerStore:
             by_dst = cache.get((version.tenant, version.src, version.rel))
             if by_dst is None:
                 continue
+            believed = by_dst.get(version.dst)
             if version.tx_to is None:
-                believed = by_dst.get(version.dst)
                 if believed is None:
                     believed = by_dst[version.dst] = {}
                 believed[version.edge_id] = version
-            else:
-                believed = by_dst.get(version.dst)
-                if believed is not None and believed.pop(version.edge_id, None) is not None and not believed:
-                    del by_dst[version.dst]
+            elif believed is not None and believed.pop(version.edge_id, None) is not None and not believed:
+                del by_dst[version.dst]
         for key, entity in pending.entities.items():
             self._entities[key] = entity
         for alias in pending.aliases:
@@ -308,35 +306,33 @@ class LedgerStore:
     def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
         """The rows of each touched version: V, both A ends, T as it is new or closed now, and B while
         it is believed (put when it is new, deleted when it is closed)."""
-        # Speed: one loop with local names; the value is encoded once and shared by V, A and B, and
-        # key parts that repeat (tenant, rel, node ids, sources) are encoded once per batch.
+        # Speed: the value is encoded once and shared by V, A and B, and key parts that repeat
+        # (tenant, rel, node ids, sources) are encoded once and kept across batches.
         parts = self._parts
         if len(parts) > self._cache_entries:
             parts.clear()
-        appended, closed = set(pending.appended), set(pending.closed)
         encode = codec.encode_version
         put, delete = puts.append, deletes.append
-        for key, version in pending.versions.items():
-            edge_id, tenant_id, src, rel, dst, _, _, tx_from, tx_to, authority, record = version[:11]
-            tenant, edge = parts[tenant_id], pack(edge_id)
-            rel_part = parts[rel]
+        for version, is_new, closed_now in pending.final_versions():
+            tenant, edge = parts[version.tenant], pack(version.edge_id)
+            rel = parts[version.rel]
             value = encode(version)
-            recorded = encode_int(tx_from) + edge
+            tx_from = encode_int(version.tx_from)
+            recorded = tx_from + edge
             put((b"V" + tenant + edge, value))
-            put((b"A" + tenant + parts[src] + rel_part + _OUT + recorded, value))
-            put((b"A" + tenant + parts[dst] + rel_part + _IN + recorded, value))
-            is_new = key in appended
+            put((b"A" + tenant + parts[version.src] + rel + _OUT + recorded, value))
+            put((b"A" + tenant + parts[version.dst] + rel + _IN + recorded, value))
             if is_new:
-                put((b"T" + tenant + encode_int(tx_from) + _APPENDED + edge, b""))
-            closed_now = key in closed
-            if closed_now and tx_to is not None:
-                put((b"T" + tenant + encode_int(tx_to) + _CLOSED + edge, b""))
+                put((b"T" + tenant + tx_from + _APPENDED + edge, b""))
+            if closed_now and version.tx_to is not None:
+                put((b"T" + tenant + encode_int(version.tx_to) + _CLOSED + edge, b""))
             # Source records are non-empty, so "" files the versions that name none.
+            believed_key = b"B" + tenant + parts[version.authority] + parts[version.source_record or ""] + edge
             if is_new:
-                if tx_to is None:
-                    put((b"B" + tenant + parts[authority] + parts[record or ""] + edge, value))
+                if version.tx_to is None:
+                    put((believed_key, value))
             elif closed_now:
-                delete(b"B" + tenant + parts[authority] + parts[record or ""] + edge)
+                delete(believed_key)
 
     # -- the one atomic write -----------------------------------------------------------------------------------
     def commit(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]] = ()) -> None:
