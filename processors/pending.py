@@ -66,7 +66,6 @@ class PendingLedger:
     counts: BatchCounts = field(default_factory=BatchCounts)
     tx: int | None = None
     _by_out: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
-    _by_edge: dict[tuple[str, str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     _new_by_tenant: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
 
@@ -76,7 +75,6 @@ class PendingLedger:
         self.versions[key] = version
         self.appended.append(key)
         self._by_out[(version.tenant, version.src, version.rel)].append(version.edge_id)
-        self._by_edge[(version.tenant, version.src, version.rel, version.dst)].append(version.edge_id)
         self._new_by_tenant[version.tenant].append(version.edge_id)
         self.counts.versions_appended += 1
 
@@ -86,7 +84,6 @@ class PendingLedger:
         del self.versions[key]
         self.appended.remove(key)
         self._by_out[(version.tenant, version.src, version.rel)].remove(version.edge_id)
-        self._by_edge[(version.tenant, version.src, version.rel, version.dst)].remove(version.edge_id)
         self._new_by_tenant[version.tenant].remove(version.edge_id)
         self.counts.versions_appended -= 1
 
@@ -118,7 +115,9 @@ class PendingLedger:
 
     def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
         base = self.base.believed_edge(tenant, src, rel, dst)
-        return _still_believed(self._overlay(tenant, base, self._by_edge.get((tenant, src, rel, dst), [])))
+        new_ids = [edge_id for edge_id in self._by_out.get((tenant, src, rel), [])
+                   if self.versions[(tenant, edge_id)].dst == dst]
+        return _still_believed(self._overlay(tenant, base, new_ids))
 
     def believed_out(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
         base = self.base.believed_out(tenant, src, rel)
