@@ -187,11 +187,9 @@ def _expand(
     cached = cache.get(key)
     read: list[EdgeVersion] = []
     by_other: dict[str, list[EdgeVersion]] = {}
+    # The reader yields only versions recorded at or before known_at (adjacencies are in order of
+    # recording), so a walk then read exactly what this one reads: past answers reproduce, truncation included.
     for version in cached if cached is not None else reader.iter_adjacent(tenant, node, rel, direction, known_at):
-        if version.tx_from > known_at:
-            # Adjacencies come in order of recording: this and the rest were not yet recorded at known_at.
-            # A walk then read exactly what this one reads, so past answers reproduce, truncation included.
-            break
         if cached is None:
             read.append(version)
         if walk.edges_read >= limits.max_expansions:
