@@ -47,6 +47,7 @@ from state.cache_store import CacheStore
 from state.changes import versions_changed_since
 from state.kv import RocksKV
 from tests.benchmarks.generate import generate_events
+from tests.benchmarks.sizes import fill_sizes
 from tests.benchmarks.stats import percentile
 from tests.harness import Ledger
 
@@ -176,11 +177,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name, default in FULL.items():
         parser.add_argument(f"--{name}", type=int, default=None, help=f"default {default:,}")
     parser.add_argument("--seed", type=int, default=11)
-    args = parser.parse_args(argv)
-    for name, default in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, default)
-    return args
+    return fill_sizes(parser.parse_args(argv), QUICK, FULL)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,7 @@ from schemas.times import to_micros
 from state.open import open_reader
 from streams.ledger_files import load_into
 from tests.benchmarks.generate import START, end_of_history, generate_events
+from tests.benchmarks.sizes import fill_sizes
 from tests.benchmarks.stats import percentile
 
 TENANT = "acme"
@@ -229,11 +230,7 @@ def parse_args(argv: list[str] | None = None,
     parser.add_argument("--quick", action="store_true",
                         help=f"small sizes for a smoke run: {QUICK['events']:,} events, {QUICK['entities']:,} "
                              f"entities, {QUICK['queries']:,} queries, unless given")
-    args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    return args
+    return fill_sizes(parser.parse_args(argv), QUICK, FULL)
 
 
 def main(argv: list[str] | None = None) -> int:
