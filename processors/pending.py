@@ -66,6 +66,8 @@ class PendingLedger:
     counts: BatchCounts = field(default_factory=BatchCounts)
     tx: int | None = None
     _by_out: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    _touched_out: set[tuple[str, str, str]] = field(default_factory=set)
+    """(tenant, src, rel) whose believed out-edges this batch changed (appended or closed a version)."""
     _new_by_tenant: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
 
@@ -74,7 +76,9 @@ class PendingLedger:
         key = (version.tenant, version.edge_id)
         self.versions[key] = version
         self.appended.append(key)
-        self._by_out[(version.tenant, version.src, version.rel)].append(version.edge_id)
+        out_key = (version.tenant, version.src, version.rel)
+        self._by_out[out_key].append(version.edge_id)
+        self._touched_out.add(out_key)
         self._new_by_tenant[version.tenant].append(version.edge_id)
         self.counts.versions_appended += 1
 
@@ -92,6 +96,7 @@ class PendingLedger:
         key = (version.tenant, version.edge_id)
         self.versions[key] = closed
         self.closed.append(key)
+        self._touched_out.add((version.tenant, version.src, version.rel))
         self.counts.versions_closed += 1
         return closed
 
@@ -115,12 +120,16 @@ class PendingLedger:
 
     def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
         base = self.base.believed_edge(tenant, src, rel, dst)
+        if (tenant, src, rel) not in self._touched_out:
+            return base  # Speed: nothing in this batch changed these edges; the base answer stands.
         new_ids = [edge_id for edge_id in self._by_out.get((tenant, src, rel), [])
                    if self.versions[(tenant, edge_id)].dst == dst]
         return _still_believed(self._overlay(tenant, base, new_ids))
 
     def believed_out(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
         base = self.base.believed_out(tenant, src, rel)
+        if (tenant, src, rel) not in self._touched_out:
+            return base
         return _still_believed(self._overlay(tenant, base, self._by_out.get((tenant, src, rel), [])))
 
     def version(self, tenant: str, edge_id: str) -> EdgeVersion | None:
