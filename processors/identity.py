@@ -102,14 +102,19 @@ class MentionResolver:
 
     def commit(self, ledger: PendingLedger, tx: int) -> None:
         """Record entities that are new or renamed and aliases not yet known, at transaction time ``tx``."""
+        # An entity's recorded name got its alias in the commit that recorded it (aliases are never
+        # removed), so a mention repeating that name needs no alias lookup. Speed: most mentions do.
+        recorded_names: set[tuple[str, str]] = set()
         for entity_id, (entity_type, name) in self._planned_entities.items():
             known = ledger.entity(self.tenant, entity_id)
             if known is None:
                 ledger.add_entity(Entity(self.tenant, entity_id, entity_type, name, tx))
             elif name and name != known.name:
                 ledger.add_entity(Entity(self.tenant, entity_id, known.type, name, known.first_tx))
+            elif name:
+                recorded_names.add((entity_id, normalise_name(name)))
         for entity_id, normalised in self._planned_aliases:
-            if not normalised:
+            if not normalised or (entity_id, normalised) in recorded_names:
                 continue
             if entity_id not in ledger.alias_targets(self.tenant, normalised):
                 ledger.add_alias(AliasEntry(self.tenant, normalised, entity_id, tx))
