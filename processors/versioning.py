@@ -67,17 +67,24 @@ class Versioner:
     _sequence: int = 0
     _closed: list[EdgeVersion] = field(default_factory=list)
     _appended: list[EdgeVersion] = field(default_factory=list)
+    _event_digest: hashlib.blake2b | None = None
 
     def _next_id(self, prefix: str) -> str:
+        """``derive_id(prefix, tenant, event_id, sequence)``. Speed: the event's part of the digest is
+        hashed once and copied for each id; hashing in pieces gives the same digest as in one go."""
         self._sequence += 1
-        return derive_id(prefix, self.tenant, self.event_id, str(self._sequence))
+        if self._event_digest is None:
+            self._event_digest = hashlib.blake2b(f"{self.tenant}\x1f{self.event_id}\x1f".encode(), digest_size=8)
+        digest = self._event_digest.copy()
+        digest.update(str(self._sequence).encode())
+        return f"{prefix}{digest.hexdigest()}"
 
     def _believed(self, src: str, rel: str, dst: str, authority: str) -> list[EdgeVersion]:
         """Believed versions in a canonical order, so ids and outputs never depend on batch boundaries."""
-        return sorted(
-            (v for v in self.ledger.believed_edge(self.tenant, src, rel, dst) if v.authority == authority),
-            key=_canonical,
-        )
+        believed = [v for v in self.ledger.believed_edge(self.tenant, src, rel, dst) if v.authority == authority]
+        if len(believed) > 1:
+            believed.sort(key=_canonical)
+        return believed
 
     def _append(
         self,
@@ -89,26 +96,15 @@ class Versioner:
         event_id: str,
     ) -> EdgeVersion:
         edge_id = self._next_id("e")
+        # Speed: positional, in field order (keywords cost a NamedTuple about 1 µs more per version).
         version = EdgeVersion(
-            edge_id=edge_id,
-            tenant=self.tenant,
-            src=fact.src,
-            rel=fact.rel,
-            dst=fact.dst,
-            valid_from=interval[0],
-            valid_to=interval[1],
-            tx_from=self.tx,
-            tx_to=None,
-            authority=provenance.authority,
-            source_record=provenance.record,
-            source_version=provenance.version,
-            evidence=fact.evidence,
-            confidence=fact.confidence,
-            origin=origin or edge_id,
-            supersedes=tuple(sorted(supersedes)),
-            event_id=event_id,
-            detected_at=provenance.detected_at,
-            phrase=fact.phrase,
+            edge_id, self.tenant, fact.src, fact.rel, fact.dst,
+            interval[0], interval[1],  # valid_from, valid_to
+            self.tx, None,  # tx_from, tx_to
+            provenance.authority, provenance.record, provenance.version,
+            fact.evidence, fact.confidence,
+            origin or edge_id, tuple(sorted(supersedes)),  # origin, supersedes
+            event_id, provenance.detected_at, fact.phrase,
         )
         self.ledger.append(version)
         return version
