@@ -43,7 +43,7 @@ from processors.model import (
 )
 from processors.pending import PendingLedger
 from state import codec
-from state.keys import encode_int, pack, unpack
+from state.keys import encode_int, encode_str, pack, unpack
 from state.kv import OrderedKV
 
 _DIRECTION = {"out": "o", "in": "i"}
@@ -314,7 +314,7 @@ class LedgerStore:
         encode = codec.encode_version
         put, delete = puts.append, deletes.append
         for version, is_new, closed_now in pending.final_versions():
-            tenant, edge = parts[version.tenant], pack(version.edge_id)
+            tenant, edge = parts[version.tenant], encode_str(version.edge_id)
             rel = parts[version.rel]
             value = encode(version)
             tx_from = encode_int(version.tx_from)
