@@ -79,9 +79,10 @@ def load(
     ] = False,
     ontology: Annotated[Path | None, typer.Option("--ontology", help="Replace the default ontology.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Events per atomic write.")] = 2000,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar (it shows only on a terminal).")] = False,
 ) -> None:
     """Apply event files to the ledger in-process (no broker); print one JSON summary."""
-    summary = load_into(state, files, simulated_clock, ontology, batch_size)
+    summary = load_into(state, files, simulated_clock, ontology, batch_size, progress=not quiet)
     _emit(summary)
 
 
