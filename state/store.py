@@ -74,7 +74,7 @@ class _EncodedParts(dict[str, bytes]):
 class LedgerStore:
     """Implements ``LedgerReader`` and ``GraphReader`` over an ``OrderedKV``."""
 
-    def __init__(self, kv: OrderedKV, cache_entries: int = 200_000) -> None:
+    def __init__(self, kv: OrderedKV, cache_entries: int = 200_000, believed_fan_out: int = 10_000) -> None:
         self.kv = kv
         self._cache_entries = cache_entries
         # Read caches. Speed: they hold only tuples of str/int, which the cyclic garbage collector
@@ -85,7 +85,10 @@ class LedgerStore:
         # Speed: a hit saves a seek and the decoding of the edge's whole history. Written through on
         # commit (a closed version leaves, a believed one enters), so an entry is always exact.
         self._believed_out: dict[tuple[str, str, str], dict[str, dict[str, EdgeVersion]]] = {}
-        self._believed_fan_out = 10_000
+        self._believed_fan_out = believed_fan_out
+        # Sources whose believed out-edges of one relationship are too many to cache: a policy that
+        # applies to every service. Remembered so that their out-adjacency is not read again.
+        self._too_wide: set[tuple[str, str, str]] = set()
         self._parts = _EncodedParts()
         stored_format = kv.get(_FORMAT)
         found = stored_format or (FORMAT_VERSION if self._holds_no_versions() else b"1")  # format 1 recorded none
@@ -115,7 +118,10 @@ class LedgerStore:
     def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
         by_dst = self._believed_by_dst(tenant, src, rel)
         if by_dst is None:
-            return [v for v in self._scan_believed(tenant, src, rel) if v.dst == dst]
+            # The source's side is too wide to read per assertion; the edge's versions are also at
+            # the other end, in the dst's in-adjacency, among far fewer.
+            in_prefix = b"A" + pack(tenant, dst, rel, "i")
+            return [v for v in self._scan_versions(in_prefix) if v.src == src and v.tx_to is None]
         believed = by_dst.get(dst)
         return list(believed.values()) if believed else []
 
@@ -134,8 +140,13 @@ class LedgerStore:
         key = (tenant, src, rel)
         by_dst = self._believed_out.get(key)
         if by_dst is None:
+            if key in self._too_wide:
+                return None
             believed = self._scan_believed(tenant, src, rel)
             if len(believed) > self._believed_fan_out:
+                if len(self._too_wide) >= self._cache_entries:
+                    self._too_wide.clear()
+                self._too_wide.add(key)
                 return None
             by_dst = {}
             for version in believed:

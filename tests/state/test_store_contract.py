@@ -90,3 +90,52 @@ def test_a_past_adjacency_read_is_exactly_what_was_recorded_by_then(backend) -> 
     for known_at in (recorded[0] - 1, recorded[0], recorded[len(recorded) // 2], recorded[-1]):
         read = list(ledger.store.iter_adjacent("acme", hub, "depends_on", "in", known_at))
         assert read == [v for v in every if v.tx_from <= known_at], known_at
+
+
+class _CountingKV:
+    """A ``MemoryKV`` that counts the rows its scans hand out."""
+
+    def __init__(self) -> None:
+        from state.kv import MemoryKV
+
+        self.inner, self.rows_read = MemoryKV(), 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def scan(self, prefix: bytes, start: bytes | None = None):
+        for row in self.inner.scan(prefix, start):
+            self.rows_read += 1
+            yield row
+
+
+def test_a_source_too_wide_to_cache_is_read_from_the_other_end() -> None:
+    """A policy that applies to every service: once its out-edges are known to exceed the cache's
+    fan-out, the believed versions of one of its edges come from that service's in-adjacency, equal
+    to the out side's answer, without reading the policy's whole out-adjacency again."""
+    from state.store import LedgerStore
+
+    counting = _CountingKV()
+    ledger = Ledger(kv=counting)  # type: ignore[arg-type]
+    policy, services = "Policy:policy:SOC2", [f"Service:cmdb:S{n}" for n in range(40)]
+    change = ledger.at("2026-01-01").change("policy", "pol/SOC2")
+    for service in services:
+        change.asserts(policy, "applies_to", service, valid_from="2026-01-01")
+    change.send()
+    ledger.at("2026-02-01").change("policy", "pol/SOC2").retracts(
+        policy, "applies_to", services[3], "2026-02-01").send()
+    ledger.at("2026-03-01").change("policy", "pol/SOC2").asserts(
+        policy, "applies_to", services[5], valid_from="2025-06-01", evidence="backdated").send()
+
+    cold = LedgerStore(counting, believed_fan_out=10)  # type: ignore[arg-type]
+    expected = {service: sorted(v.edge_id for v in ledger.believed(policy, "applies_to") if v.dst == service)
+                for service in services}
+    assert cold.believed_edge("acme", policy, "applies_to", services[0])  # finds the source too wide
+    for service in services:
+        counting.rows_read = 0
+        assert sorted(v.edge_id for v in cold.believed_edge("acme", policy, "applies_to", service)) == \
+            expected[service], service
+        assert counting.rows_read == len(cold.adjacent("acme", service, "applies_to", "in")) <= 3
+    assert expected[services[3]] and expected[services[5]], "a remainder and a backdated version are kept"
+    assert sorted(v.edge_id for v in cold.believed_out("acme", policy, "applies_to")) == sorted(
+        e for ids in expected.values() for e in ids)
