@@ -72,7 +72,9 @@ class PendingLedger:
     made that quadratic (32,000 assertions: 37 s)."""
     _touched_out: set[tuple[str, str, str]] = field(default_factory=set)
     """(tenant, src, rel) whose believed out-edges this batch changed (appended or closed a version)."""
-    _new_by_tenant: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    _new_by_source: dict[tuple[str, str, str | None], list[str]] = field(default_factory=lambda: defaultdict(list))
+    """Appended versions per (tenant, system, record): a snapshot reads what its record says now once
+    per event, and walking every version the batch appended made snapshot feeds quadratic per batch."""
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
 
     # -- writes -------------------------------------------------------------------------------
@@ -84,7 +86,7 @@ class PendingLedger:
         self._by_out[out_key].append(version.edge_id)
         self._by_edge[(version.tenant, version.src, version.rel, version.dst)].append(version.edge_id)
         self._touched_out.add(out_key)
-        self._new_by_tenant[version.tenant].append(version.edge_id)
+        self._new_by_source[(version.tenant, version.authority, version.source_record)].append(version.edge_id)
         self.counts.versions_appended += 1
 
     def discard_new(self, version: EdgeVersion) -> None:
@@ -94,7 +96,7 @@ class PendingLedger:
         self.appended.remove(key)
         self._by_out[(version.tenant, version.src, version.rel)].remove(version.edge_id)
         self._by_edge[(version.tenant, version.src, version.rel, version.dst)].remove(version.edge_id)
-        self._new_by_tenant[version.tenant].remove(version.edge_id)
+        self._new_by_source[(version.tenant, version.authority, version.source_record)].remove(version.edge_id)
         self.counts.versions_appended -= 1
 
     def close(self, version: EdgeVersion, tx: int) -> EdgeVersion:
@@ -147,8 +149,10 @@ class PendingLedger:
         base = self.base.believed_by_source(tenant, system, record, version)
         new_ids = [
             edge_id
-            for edge_id in self._new_by_tenant.get(tenant, [])
-            if _from_source(self.versions[(tenant, edge_id)], system, record, version)
+            for (of_tenant, of_system, of_record), edge_ids in self._new_by_source.items()
+            if of_tenant == tenant and of_system == system and (record is None or of_record == record)
+            for edge_id in edge_ids
+            if version is None or self.versions[(tenant, edge_id)].source_version == version
         ]
         return _still_believed(self._overlay(tenant, base, new_ids))
 
@@ -165,11 +169,7 @@ class PendingLedger:
 
     def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
         base = self.base.believed_from_record(tenant, system, record)
-        new_ids = [
-            edge_id
-            for edge_id in self._new_by_tenant.get(tenant, [])
-            if _from_source(self.versions[(tenant, edge_id)], system, record, None)
-        ]
+        new_ids = self._new_by_source.get((tenant, system, record), [])
         return [v for v in self._overlay(tenant, base, new_ids) if v.tx_to is None]
 
     def event_seen(self, tenant: str, event_id: str) -> bool:
@@ -188,11 +188,3 @@ class PendingLedger:
 
 def _still_believed(versions: list[EdgeVersion]) -> list[EdgeVersion]:
     return [v for v in versions if v.tx_to is None]
-
-
-def _from_source(version: EdgeVersion, system: str, record: str | None, source_version: str | None) -> bool:
-    return (
-        version.authority == system
-        and (record is None or version.source_record == record)
-        and (source_version is None or version.source_version == source_version)
-    )

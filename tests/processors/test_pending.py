@@ -16,9 +16,9 @@ class _CountingVersions(dict):
         return super().__getitem__(key)
 
 
-def _version(edge_id: str, dst: str) -> EdgeVersion:
+def _version(edge_id: str, dst: str, record: str | None = "pol/SOC2", source_version: str = "1") -> EdgeVersion:
     return EdgeVersion(edge_id, "acme", "Policy:policy:SOC2", "applies_to", dst, None, None, 10, None, "policy",
-                       "pol/SOC2", "1", "", 1.0, edge_id, (), "ev-1", None)
+                       record, source_version, "", 1.0, edge_id, (), "ev-1", None)
 
 
 def test_believed_edge_sees_the_batchs_versions_of_that_edge_only() -> None:
@@ -36,3 +36,33 @@ def test_believed_edge_sees_the_batchs_versions_of_that_edge_only() -> None:
     assert pending.believed_edge("acme", "Policy:policy:SOC2", "applies_to", "Service:cmdb:S7") == []
     assert closed_one.tx_to == 11
     assert len(pending.believed_out("acme", "Policy:policy:SOC2", "applies_to")) == 499
+
+
+def test_what_a_record_says_now_reads_that_records_versions_only() -> None:
+    """Every snapshot event asks what its record says now; a batch of them must not walk each other's versions."""
+    pending = PendingLedger(LedgerStore(MemoryKV()), versions=_CountingVersions())
+    for n in range(500):
+        pending.append(_version(f"e{n}", f"Service:cmdb:S{n}", record=f"pol/P{n}"))
+    pending.versions.lookups = 0
+
+    says = pending.believed_from_record("acme", "policy", "pol/P42")
+    assert [v.edge_id for v in says] == ["e42"]
+    assert pending.versions.lookups == 1
+
+
+def test_believed_by_source_sees_the_batch_by_system_record_and_version() -> None:
+    pending = PendingLedger(LedgerStore(MemoryKV()))
+    pending.append(_version("a1", "Service:cmdb:S1", record="pol/A", source_version="1"))
+    pending.append(_version("a2", "Service:cmdb:S2", record="pol/A", source_version="2"))
+    pending.append(_version("b1", "Service:cmdb:S3", record="pol/B", source_version="1"))
+    pending.append(_version("n1", "Service:cmdb:S4", record=None, source_version="1"))
+    pending.close(pending.versions[("acme", "b1")], 11)
+
+    def ids(record: str | None, version: str | None) -> list[str]:
+        return sorted(v.edge_id for v in pending.believed_by_source("acme", "policy", record, version))
+
+    assert ids(None, None) == ["a1", "a2", "n1"]
+    assert ids("pol/A", None) == ["a1", "a2"]
+    assert ids("pol/A", "2") == ["a2"]
+    assert ids(None, "1") == ["a1", "n1"]
+    assert pending.believed_by_source("acme", "hr", None, None) == []
