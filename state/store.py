@@ -136,7 +136,9 @@ class LedgerStore:
 
     def _believed_by_dst(self, tenant: str, src: str, rel: str) -> dict[str, dict[str, EdgeVersion]] | None:
         """The cached believed out-edges of (tenant, src, rel), by dst then edge id; read on a miss.
-        None for a fan-out too large to cache (the caller scans)."""
+        None for a source too wide to cache, remembered so that its out-adjacency is read once: the
+        caller reads an edge at its other end, or scans (``believed_out``, which versioning asks of
+        single-valued relationships only, and a source has few of those)."""
         key = (tenant, src, rel)
         by_dst = self._believed_out.get(key)
         if by_dst is None:
