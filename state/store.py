@@ -296,12 +296,18 @@ class LedgerStore:
     def _write_through(self, pending: PendingLedger) -> None:
         cache = self._believed_out
         for version in pending.versions.values():
-            by_dst = cache.get((version.tenant, version.src, version.rel))
+            key = (version.tenant, version.src, version.rel)
+            by_dst = cache.get(key)
             if by_dst is None:
                 continue
             believed = by_dst.get(version.dst)
             if version.tx_to is None:
                 if believed is None:
+                    if len(by_dst) >= self._believed_fan_out:
+                        # Grown too wide since it was cached: drop it, as a read would not cache it.
+                        del cache[key]
+                        self._too_wide.add(key)
+                        continue
                     believed = by_dst[version.dst] = {}
                 believed[version.edge_id] = version
             elif believed is not None and believed.pop(version.edge_id, None) is not None and not believed:

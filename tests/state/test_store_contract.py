@@ -139,3 +139,26 @@ def test_a_source_too_wide_to_cache_is_read_from_the_other_end() -> None:
     assert expected[services[3]] and expected[services[5]], "a remainder and a backdated version are kept"
     assert sorted(v.edge_id for v in cold.believed_out("acme", policy, "applies_to")) == sorted(
         e for ids in expected.values() for e in ids)
+
+
+def test_a_cached_source_that_grows_too_wide_leaves_the_cache() -> None:
+    """The fan-out cap bounds the cache's memory; a source cached while narrow must not outgrow it
+    through write-through, and its answers stay right once it is read from the other end."""
+    from state.store import LedgerStore
+
+    ledger = Ledger()
+    ledger.store = store = LedgerStore(ledger.kv, believed_fan_out=10)
+    policy, key = "Policy:policy:SOC2", ("acme", "Policy:policy:SOC2", "applies_to")
+    for batch in range(5):
+        change = ledger.at(f"2026-01-0{batch + 1}").change("policy", f"pol/SOC2/{batch}")
+        for n in range(batch * 5, batch * 5 + 5):
+            change.asserts(policy, "applies_to", f"Service:cmdb:S{n}", valid_from="2026-01-01")
+        change.send()
+        cached = store._believed_out.get(key)
+        assert cached is None or len(cached) <= 10
+    assert key in store._too_wide and key not in store._believed_out
+    cold = LedgerStore(ledger.kv)
+    for n in range(25):
+        service = f"Service:cmdb:S{n}"
+        assert [v.edge_id for v in store.believed_edge("acme", policy, "applies_to", service)] == \
+            [v.edge_id for v in cold.believed_edge("acme", policy, "applies_to", service)] != []
