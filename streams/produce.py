@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import orjson
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from tqdm import tqdm
 
 from streams.kafka_config import producer_config
@@ -44,10 +44,17 @@ def route(line: bytes) -> tuple[str, bytes | None]:
     return TOPIC_FOR_KIND.get(document.get("kind"), Topic.SOURCE_CHANGES), key
 
 
+class RecordRefused(ValueError):
+    """The producer refused an event before sending it (the events before it were delivered). A
+    ``ValueError``: the event is what cannot be sent, and the CLI prints such errors as one line."""
+
+
 def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, bytes]], timeout: float = 60,
             on_sent: Callable[[], None] | None = None) -> int:
     """Produce ``(topic, key, value)`` messages, waiting when the local queue is full, then flush;
-    raise if any was not delivered. Returns how many were sent."""
+    raise if any was not delivered. Returns how many were sent. A record the producer refuses
+    outright (too large, say) stops the run with ``RecordRefused``, after the ones before it are
+    flushed: a failure never takes accepted records down with it."""
     failures: list[str] = []
 
     def delivered(error, message) -> None:
@@ -62,6 +69,9 @@ def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, byte
                 break
             except BufferError:
                 producer.poll(0.05)
+            except KafkaException as error:
+                producer.flush(timeout)
+                raise RecordRefused(_refusal(error.args[0], len(value), sent)) from None
         producer.poll(0)
         sent += 1
         if on_sent is not None:
@@ -70,6 +80,15 @@ def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, byte
     if failures:
         raise RuntimeError(f"{len(failures)} of {sent} records were not delivered: {failures[0]}")
     return sent
+
+
+def _refusal(error: KafkaError, size: int, sent_before: int) -> str:
+    if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        reason = (f"the event is {size:,} bytes, more than the producer and topic accept (message.max.bytes); "
+                  "send a large snapshot as several events")
+    else:
+        reason = f"the producer refused it: {error.str()}"
+    return f"{reason}. The {sent_before:,} events before it were sent; none after it"
 
 
 def produce_lines(lines: Iterable[bytes], bootstrap: str, topics: TopicSettings | None = None,
@@ -94,9 +113,18 @@ def produce_files(paths: list[Path], bootstrap: str, topics: TopicSettings | Non
             raise FileNotFoundError(f"no such file: {path}")
     total = sum(1 for path in paths for line in path.open("rb") if line.strip()) if progress else None
 
+    reading = ("", 0)
+
     def lines() -> Iterable[bytes]:
+        nonlocal reading
         for path in paths:
             with path.open("rb") as handle:
-                yield from handle
+                for number, line in enumerate(handle, 1):
+                    reading = (str(path), number)
+                    yield line
 
-    return produce_lines(lines(), bootstrap, topics, progress=progress, total=total)
+    try:
+        return produce_lines(lines(), bootstrap, topics, progress=progress, total=total)
+    except RecordRefused as refused:
+        # Records are produced as they are read, so the line being read is the one refused.
+        raise RecordRefused(f"{reading[0]}:{reading[1]}: {refused}") from None

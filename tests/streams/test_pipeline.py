@@ -69,3 +69,32 @@ def test_the_worker_reports_consumer_lag_from_its_fetches(kafka_broker, tmp_path
     assert fed and all(topic.startswith(topics.prefix) for topic, _ in fed)
     last = {(topic, partition): lag for topic, partition, lag in reports}
     assert set(last.values()) == {0}, "caught up: nothing left behind the watermark"
+
+
+def test_an_event_too_large_to_produce_is_named_and_loses_nothing_before_it(kafka_broker, tmp_path: Path) -> None:
+    """A wide snapshot can exceed what Kafka accepts in one record. produce must say which line, and
+    the events it had already accepted must still be delivered, not dropped with the producer."""
+    import subprocess
+    import sys
+
+    topics = fresh_topics()
+    ensure_topics(kafka_broker.bootstrap, topics)
+    beat = {"kind": "heartbeat", "tenant": "acme", "source": {"system": "cmdb"}, "detected_at": "2026-05-01T00:00:00Z"}
+    wide = {"kind": "change", "event_id": "wide", "tenant": "acme", "detected_at": "2026-05-01T00:00:00Z",
+            "mode": "snapshot", "source": {"system": "policy", "record": "pol/SOC2"},
+            "assert": [{"src": {"type": "Policy", "id": "pol:SOC2"}, "rel": "applies_to",
+                        "dst": {"type": "Service", "id": f"cmdb:S{n}"}} for n in range(20_000)]}
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(json.dumps(e) for e in [{**beat, "event_id": "b1"}, {**beat, "event_id": "b2"}, wide,
+                                                         {**beat, "event_id": "b3"}]) + "\n")
+
+    done = subprocess.run([sys.executable, "-m", "streams.cli", "produce", str(events), "--bootstrap",
+                           kafka_broker.bootstrap, "--topic-prefix", topics.prefix, "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 2
+    message = done.stderr.strip().splitlines()
+    assert len(message) == 1 and message[0].startswith(f"edgeledger: error: {events}:3: the event is "), message
+    assert "Traceback" not in done.stderr and "The 2 events before it were sent" in message[0]
+    delivered = read_topic(kafka_broker.bootstrap, topics.name(Topic.SOURCE_HEARTBEATS))
+    assert sorted(record["event_id"] for record in delivered) == ["b1", "b2"]
