@@ -84,8 +84,9 @@ def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, byte
 
 def _refusal(error: KafkaError, size: int, sent_before: int) -> str:
     if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-        reason = (f"the event is {size:,} bytes, more than the producer and topic accept (message.max.bytes); "
-                  "send a large snapshot as several events")
+        reason = (f"the event is {size:,} bytes, more than the producer and topic accept (message.max.bytes): "
+                  "send its assertions as several delta events (parts of one snapshot would retract each "
+                  "other), or raise the producer's message.max.bytes and the topic's max.message.bytes")
     else:
         reason = f"the producer refused it: {error.str()}"
     return f"{reason}. The {sent_before:,} events before it were sent; none after it"
