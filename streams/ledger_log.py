@@ -32,6 +32,22 @@ class OutRecord:
     value: bytes
 
 
+ORIGINAL_KEPT = 128 * 1024
+"""Characters of an event's original text that a dead-letter or review record carries. The input
+fitted in one Kafka record, but the same text JSON-escaped inside another record may not (up to 6x
+for control characters), and a record the producer refuses would stop the worker at every restart.
+The ledger's own state keeps the whole text: ``edgeledger dead-letters --state`` and ``review``."""
+
+
+def bounded_original(original: str | None) -> dict[str, object]:
+    """The ``original`` field of a dead-letter or review record, cut to ``ORIGINAL_KEPT`` characters,
+    with ``original_length`` and ``original_truncated`` saying whether anything was cut."""
+    if original is None:
+        return {"original": None}
+    return {"original": original[:ORIGINAL_KEPT], "original_length": len(original),
+            "original_truncated": len(original) > ORIGINAL_KEPT}
+
+
 def version_json(version: EdgeVersion) -> dict:
     """The contract's edge shape, plus ``detected_at_us`` so a replay restores the exact instant."""
     return {**edge_json(version), "detected_at_us": version.detected_at}
@@ -69,10 +85,12 @@ def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch
              "old_edge_ids": correction.old_edge_ids, "new_edge_ids": correction.new_edge_ids})))
     for item in pending.review_items:
         records.append(OutRecord(Topic.REVIEW_QUEUE, item.tenant, orjson.dumps(
-            {"record_id": item.review_id, **asdict(item), "tx_at": format_micros(item.tx_at)})))
+            {"record_id": item.review_id, **asdict(item), "tx_at": format_micros(item.tx_at),
+             **bounded_original(item.original)})))
     for letter in pending.dead_letters:
         records.append(OutRecord(Topic.DEAD_LETTER, letter.tenant or "", orjson.dumps(
-            {"record_id": f"{batch_id}/{letter.tx_at}", **asdict(letter), "tx_at": format_micros(letter.tx_at)})))
+            {"record_id": f"{batch_id}/{letter.tx_at}", **asdict(letter), "tx_at": format_micros(letter.tx_at),
+             **bounded_original(letter.original)})))
     seen_by_tenant: dict[str, list[str]] = {}
     for tenant, event_id in pending.seen:
         seen_by_tenant.setdefault(tenant, []).append(event_id)

@@ -98,3 +98,36 @@ def test_an_event_too_large_to_produce_is_named_and_loses_nothing_before_it(kafk
     assert "Traceback" not in done.stderr and "The 2 events before it were sent" in message[0]
     delivered = read_topic(kafka_broker.bootstrap, topics.name(Topic.SOURCE_HEARTBEATS))
     assert sorted(record["event_id"] for record in delivered) == ["b1", "b2"]
+
+
+def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(kafka_broker, tmp_path: Path) -> None:
+    """An event that fits in a Kafka record can still make a dead letter that does not: its original text,
+    JSON-escaped inside the dead letter, grows. The worker must dead-letter it and go on, not refuse the
+    record and die at every restart; the full text stays in the ledger's state."""
+    from state.open import reading
+    from streams.ledger_log import ORIGINAL_KEPT
+
+    topics = fresh_topics()
+    ensure_topics(kafka_broker.bootstrap, topics)
+    good = {"kind": "change", "event_id": "ok-1", "tenant": "acme", "source": {"system": "cmdb"},
+            "detected_at": "2026-05-01T00:00:00Z",
+            "assert": [{"src": {"type": "Service", "id": "cmdb:S1"}, "rel": "depends_on",
+                        "dst": {"type": "Host", "id": "cmdb:H1"}}]}
+    huge = json.dumps({**good, "event_id": "huge", "notes": "\x01" * 150_000})  # an unknown field; 900 kB
+    assert len(huge) < 1_000_000 < len(json.dumps({"original": huge}))
+    events = tmp_path / "events.jsonl"
+    events.write_text(huge + "\n" + json.dumps(good) + "\n")
+    produce_files([events], kafka_broker.bootstrap, topics, progress=False)
+
+    worker = start_worker(tmp_path / "state", kafka_broker.bootstrap, topics, "g-huge", exit_when_idle=3)
+    out, err = finish(worker, 120)
+
+    assert worker.returncode == 0, err[-2000:]
+    summary = json.loads(out)
+    assert (summary["events_read"], summary["applied"], summary["dead_lettered"]) == (2, 1, 1)
+    [letter] = read_topic(kafka_broker.bootstrap, topics.name(Topic.DEAD_LETTER))
+    assert letter["stage"] == "validate" and "unknown field" in letter["reason"]
+    assert letter["original_truncated"] is True and letter["original_length"] == len(huge)
+    assert letter["original"] == huge[:ORIGINAL_KEPT]
+    with reading(tmp_path / "state") as store:
+        assert [d.original for d in store.dead_letters()] == [huge]
