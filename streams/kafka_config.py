@@ -44,7 +44,15 @@ FAST_GROUP_OVERRIDES: dict[str, Any] = {
 
 #: Producer settings: idempotent (ordered, no duplicates on retry), small linger, no topic auto-creation,
 #: and a bounded delivery timeout so a missing topic fails in 30 s rather than librdkafka's 5 minutes.
+MAX_RECORD_BYTES = 16 << 20
+"""The largest record edgeledger produces and its topics accept (``message.max.bytes`` for producers,
+``max.message.bytes`` for the topics it creates). Kafka's default, 1 MB, is too small for real
+feeds: a snapshot of a policy that applies to 20,000 services is 2.3 MB, and a revocation that
+closes 64,000 versions names them all in one correction. Consumers need no change: a fetch always
+returns at least one whole record, and librdkafka accepts responses up to 100 MB."""
+
 PRODUCER_DEFAULTS: dict[str, Any] = {
+    "message.max.bytes": MAX_RECORD_BYTES,
     "enable.idempotence": True,
     "acks": "all",
     "linger.ms": 5,

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streams.kafka_config import ADMIN_DEFAULTS
+from streams.kafka_config import ADMIN_DEFAULTS, MAX_RECORD_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,8 @@ class TopicSettings:
 
     def topic_config(self, logical: str) -> dict[str, str]:
         """Explicit topic configs sent at creation (the embedded broker reports only these)."""
-        return {"retention.ms": str(self.retention_for(logical)), "cleanup.policy": self.cleanup_policy}
+        return {"retention.ms": str(self.retention_for(logical)), "cleanup.policy": self.cleanup_policy,
+                "max.message.bytes": str(MAX_RECORD_BYTES)}
 
     def new_topics(self) -> list[NewTopic]:
         """A ``NewTopic`` for every logical topic."""

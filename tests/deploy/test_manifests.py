@@ -34,6 +34,7 @@ def test_topics_manifest_matches_the_code() -> None:
         spec = topics[settings.name(logical)]
         assert spec["partitions"] == settings.partitions_for(logical)
         assert int(spec["config"]["retention.ms"]) == settings.retention_for(logical)
+        assert spec["config"]["max.message.bytes"] == settings.topic_config(logical)["max.message.bytes"]
 
 
 def test_every_command_is_a_real_cli_command_with_the_default_prefix() -> None:

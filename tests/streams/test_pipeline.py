@@ -72,21 +72,29 @@ def test_the_worker_reports_consumer_lag_from_its_fetches(kafka_broker, tmp_path
 
 
 def test_an_event_too_large_to_produce_is_named_and_loses_nothing_before_it(kafka_broker, tmp_path: Path) -> None:
-    """A wide snapshot can exceed what Kafka accepts in one record. produce must say which line, and
-    the events it had already accepted must still be delivered, not dropped with the producer."""
+    """A wide snapshot (2.3 MB) goes through: edgeledger's producers and topics take records up to
+    16 MiB, not Kafka's default 1 MB. An event beyond that is refused by the producer: produce must say
+    which line, and the events it had already accepted must still be delivered, not dropped with it."""
     import subprocess
     import sys
+
+    from streams.kafka_config import MAX_RECORD_BYTES
 
     topics = fresh_topics()
     ensure_topics(kafka_broker.bootstrap, topics)
     beat = {"kind": "heartbeat", "tenant": "acme", "source": {"system": "cmdb"}, "detected_at": "2026-05-01T00:00:00Z"}
-    wide = {"kind": "change", "event_id": "wide", "tenant": "acme", "detected_at": "2026-05-01T00:00:00Z",
-            "mode": "snapshot", "source": {"system": "policy", "record": "pol/SOC2"},
-            "assert": [{"src": {"type": "Policy", "id": "pol:SOC2"}, "rel": "applies_to",
-                        "dst": {"type": "Service", "id": f"cmdb:S{n}"}} for n in range(20_000)]}
+
+    def snapshot(event_id: str, edges: int) -> dict:
+        return {"kind": "change", "event_id": event_id, "tenant": "acme", "detected_at": "2026-05-01T00:00:00Z",
+                "mode": "snapshot", "source": {"system": "policy", "record": f"pol/{event_id}"},
+                "assert": [{"src": {"type": "Policy", "id": "pol:SOC2"}, "rel": "applies_to",
+                            "dst": {"type": "Service", "id": f"cmdb:S{n}"}} for n in range(edges)]}
+
+    wide, too_wide = json.dumps(snapshot("wide", 20_000)), json.dumps(snapshot("too-wide", 150_000))
+    assert 1_000_000 < len(wide) < MAX_RECORD_BYTES < len(too_wide)
     events = tmp_path / "events.jsonl"
-    events.write_text("\n".join(json.dumps(e) for e in [{**beat, "event_id": "b1"}, {**beat, "event_id": "b2"}, wide,
-                                                         {**beat, "event_id": "b3"}]) + "\n")
+    events.write_text("\n".join([json.dumps({**beat, "event_id": "b1"}), wide, json.dumps({**beat, "event_id": "b2"}),
+                                 too_wide, json.dumps({**beat, "event_id": "b3"})]) + "\n")
 
     done = subprocess.run([sys.executable, "-m", "streams.cli", "produce", str(events), "--bootstrap",
                            kafka_broker.bootstrap, "--topic-prefix", topics.prefix, "--quiet"],
@@ -94,17 +102,20 @@ def test_an_event_too_large_to_produce_is_named_and_loses_nothing_before_it(kafk
 
     assert done.returncode == 2
     message = done.stderr.strip().splitlines()
-    assert len(message) == 1 and message[0].startswith(f"edgeledger: error: {events}:3: the event is "), message
-    assert "Traceback" not in done.stderr and "The 2 events before it were sent" in message[0]
+    assert len(message) == 1 and message[0].startswith(f"edgeledger: error: {events}:4: the event is "), message
+    assert "Traceback" not in done.stderr and "The 3 events before it were sent" in message[0]
     delivered = read_topic(kafka_broker.bootstrap, topics.name(Topic.SOURCE_HEARTBEATS))
     assert sorted(record["event_id"] for record in delivered) == ["b1", "b2"]
+    [change] = read_topic(kafka_broker.bootstrap, topics.name(Topic.SOURCE_CHANGES))
+    assert change["event_id"] == "wide" and len(change["assert"]) == 20_000
 
 
 def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(kafka_broker, tmp_path: Path) -> None:
-    """An event that fits in a Kafka record can still make a dead letter that does not: its original text,
+    """An event that fits in a record can still make a dead letter that does not: its original text,
     JSON-escaped inside the dead letter, grows. The worker must dead-letter it and go on, not refuse the
     record and die at every restart; the full text stays in the ledger's state."""
     from state.open import reading
+    from streams.kafka_config import MAX_RECORD_BYTES
     from streams.ledger_log import ORIGINAL_KEPT
 
     topics = fresh_topics()
@@ -113,8 +124,8 @@ def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(kafka_broker
             "detected_at": "2026-05-01T00:00:00Z",
             "assert": [{"src": {"type": "Service", "id": "cmdb:S1"}, "rel": "depends_on",
                         "dst": {"type": "Host", "id": "cmdb:H1"}}]}
-    huge = json.dumps({**good, "event_id": "huge", "notes": "\x01" * 150_000})  # an unknown field; 900 kB
-    assert len(huge) < 1_000_000 < len(json.dumps({"original": huge}))
+    huge = json.dumps({**good, "event_id": "huge", "notes": "\x01" * 2_700_000})  # an unknown field; 16 MB
+    assert len(huge) < MAX_RECORD_BYTES < len(json.dumps({"original": huge}))
     events = tmp_path / "events.jsonl"
     events.write_text(huge + "\n" + json.dumps(good) + "\n")
     produce_files([events], kafka_broker.bootstrap, topics, progress=False)
