@@ -30,14 +30,17 @@ def test_produced_events_reach_the_same_state_as_load(kafka_broker, tmp_path: Pa
     assert summary == loaded, "the same processors give the same counts"
     assert comparable_state(tmp_path / "run") == comparable_state(tmp_path / "load")
 
+GOOD_CHANGE = {"kind": "change", "event_id": "ok-1", "tenant": "acme", "source": {"system": "cmdb"},
+               "detected_at": "2026-05-01T00:00:00Z",
+               "assert": [{"src": {"type": "Service", "id": "cmdb:S1"}, "rel": "depends_on",
+                           "dst": {"type": "Host", "id": "cmdb:H1"}}]}
+"""A change event the worker applies: the one good event among poison."""
+
 
 def test_poison_messages_are_dead_lettered_and_the_stream_goes_on(kafka_broker, tmp_path: Path) -> None:
     topics = fresh_topics()
     ensure_topics(kafka_broker.bootstrap, topics)
-    good = {"kind": "change", "event_id": "ok-1", "tenant": "acme", "source": {"system": "cmdb"},
-            "detected_at": "2026-05-01T00:00:00Z",
-            "assert": [{"src": {"type": "Service", "id": "cmdb:S1"}, "rel": "depends_on",
-                        "dst": {"type": "Host", "id": "cmdb:H1"}}]}
+    good = GOOD_CHANGE
     poison = ["{not json", json.dumps({"kind": "teleport", "event_id": "x", "tenant": "acme"}),
               json.dumps({**good, "event_id": "bad-rel", "assert": [{**good["assert"][0], "rel": "likes"}]})]
     events = tmp_path / "events.jsonl"
@@ -120,10 +123,7 @@ def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(kafka_broker
 
     topics = fresh_topics()
     ensure_topics(kafka_broker.bootstrap, topics)
-    good = {"kind": "change", "event_id": "ok-1", "tenant": "acme", "source": {"system": "cmdb"},
-            "detected_at": "2026-05-01T00:00:00Z",
-            "assert": [{"src": {"type": "Service", "id": "cmdb:S1"}, "rel": "depends_on",
-                        "dst": {"type": "Host", "id": "cmdb:H1"}}]}
+    good = GOOD_CHANGE
     huge = json.dumps({**good, "event_id": "huge", "notes": "\x01" * 2_700_000})  # an unknown field; 16 MB
     assert len(huge) < MAX_RECORD_BYTES < len(json.dumps({"original": huge}))
     events = tmp_path / "events.jsonl"
