@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import orjson
 
-from processors.model import AliasEntry, EdgeVersion, Entity
+from processors.model import AliasEntry, Correction, EdgeVersion, Entity
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
 from processors.queries import edge_json
@@ -59,6 +59,30 @@ def _version_record(version: EdgeVersion, appended: bool, closed: bool) -> dict:
             "appended": appended, "closed": closed, "version": version_json(version)}
 
 
+CORRECTION_IDS_PER_RECORD = 100_000
+"""Edge ids one ``edge-corrections`` record names at most (about 2 MB). Revoking a whole source
+closes every version it asserted, and one record naming a million ids would be more than the
+producer sends, and refused again at every restart of the worker."""
+
+
+def correction_records(correction: Correction) -> list[dict]:
+    """The correction as ``edge-corrections`` records: one, or, past ``CORRECTION_IDS_PER_RECORD``
+    ids, parts that share its ``correction_id`` and say ``part`` (from 1) of ``parts``; each part
+    names a slice of the old ids and then of the new ones, and together they name all of them."""
+    head = {"kind": "correction", "correction_id": correction.correction_id, "tenant": correction.tenant,
+            "event_id": correction.event_id, "tx_at": format_micros(correction.tx_at), "cause": correction.cause}
+    old, new = correction.old_edge_ids, correction.new_edge_ids
+    if len(old) + len(new) <= CORRECTION_IDS_PER_RECORD:
+        return [{**head, "record_id": correction.correction_id, "old_edge_ids": old, "new_edge_ids": new}]
+    named = [("old", edge_id) for edge_id in old] + [("new", edge_id) for edge_id in new]
+    slices = [named[start:start + CORRECTION_IDS_PER_RECORD]
+              for start in range(0, len(named), CORRECTION_IDS_PER_RECORD)]
+    return [{**head, "record_id": f"{correction.correction_id}/part-{number}", "part": number, "parts": len(slices),
+             "old_edge_ids": [edge_id for side, edge_id in piece if side == "old"],
+             "new_edge_ids": [edge_id for side, edge_id in piece if side == "new"]}
+            for number, piece in enumerate(slices, 1)]
+
+
 def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch_id: str) -> list[OutRecord]:
     """Every record a committed batch must emit, keyed by tenant (the partitioning unit)."""
     records: list[OutRecord] = []
@@ -78,11 +102,8 @@ def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch
             {"kind": "alias", "record_id": f"{alias.tenant}/alias/{alias.normalised}/{alias.entity_id}",
              "alias": asdict(alias)})))
     for correction in pending.corrections:
-        records.append(OutRecord(Topic.EDGE_CORRECTIONS, correction.tenant, orjson.dumps(
-            {"kind": "correction", "record_id": correction.correction_id, "correction_id": correction.correction_id,
-             "tenant": correction.tenant, "event_id": correction.event_id,
-             "tx_at": format_micros(correction.tx_at), "cause": correction.cause,
-             "old_edge_ids": correction.old_edge_ids, "new_edge_ids": correction.new_edge_ids})))
+        for part in correction_records(correction):
+            records.append(OutRecord(Topic.EDGE_CORRECTIONS, correction.tenant, orjson.dumps(part)))
     for item in pending.review_items:
         records.append(OutRecord(Topic.REVIEW_QUEUE, item.tenant, orjson.dumps(
             {"record_id": item.review_id, **asdict(item), "tx_at": format_micros(item.tx_at),
