@@ -24,10 +24,14 @@ from processors.pending import PendingLedger
 from schemas.ontology import Ontology
 
 
+def _digest(*parts: str) -> hashlib.blake2b:
+    """The hash behind every derived id: the parts joined by the unit separator."""
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8)
+
+
 def derive_id(prefix: str, *parts: str) -> str:
     """A deterministic id from its parts, so replaying the same events yields the same ids."""
-    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).hexdigest()
-    return f"{prefix}{digest}"
+    return f"{prefix}{_digest(*parts).hexdigest()}"
 
 
 class Fact(NamedTuple):
@@ -74,7 +78,7 @@ class Versioner:
         hashed once and copied for each id; hashing in pieces gives the same digest as in one go."""
         self._sequence += 1
         if self._event_digest is None:
-            self._event_digest = hashlib.blake2b(f"{self.tenant}\x1f{self.event_id}\x1f".encode(), digest_size=8)
+            self._event_digest = _digest(self.tenant, self.event_id, "")  # ends with the separator
         digest = self._event_digest.copy()
         digest.update(str(self._sequence).encode())
         return f"{prefix}{digest.hexdigest()}"
