@@ -77,8 +77,8 @@ class LedgerStore:
     def __init__(self, kv: OrderedKV, cache_entries: int = 200_000, believed_fan_out: int = 10_000) -> None:
         self.kv = kv
         self._cache_entries = cache_entries
-        # Read caches. Speed: they hold only tuples of str/int, which the cyclic garbage collector
-        # stops tracking, so its full passes do not grow with the cache (about 100k entities).
+        # Read caches, bounded by ``cache_entries`` each. The runners keep them out of the garbage
+        # collector's passes (``processors.heap``).
         self._entities: dict[tuple[str, str], Entity | None] = {}
         self._aliases: dict[tuple[str, str], tuple[tuple[str, int], ...]] = {}
         # What versioning reads most: the still-believed out-edges of (tenant, src, rel), by dst and edge id.
@@ -88,7 +88,7 @@ class LedgerStore:
         self._believed_fan_out = believed_fan_out
         # Sources whose believed out-edges of one relationship are too many to cache: a policy that
         # applies to every service. Remembered so that their out-adjacency is not read again.
-        self._too_wide: set[tuple[str, str, str]] = set()
+        self._too_wide: dict[tuple[str, str, str], None] = {}
         self._parts = _EncodedParts()
         stored_format = kv.get(_FORMAT)
         found = stored_format or (FORMAT_VERSION if self._holds_no_versions() else b"1")  # format 1 recorded none
@@ -120,8 +120,7 @@ class LedgerStore:
         if by_dst is None:
             # The source's side is too wide to read per assertion; the edge's versions are also at
             # the other end, in the dst's in-adjacency, among far fewer.
-            in_prefix = b"A" + pack(tenant, dst, rel, "i")
-            return [v for v in self._scan_versions(in_prefix) if v.src == src and v.tx_to is None]
+            return [v for v in self.adjacent(tenant, dst, rel, "in") if v.src == src and v.tx_to is None]
         believed = by_dst.get(dst)
         return list(believed.values()) if believed else []
 
@@ -132,7 +131,7 @@ class LedgerStore:
         return [version for believed in by_dst.values() for version in believed.values()]
 
     def _scan_believed(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
-        return [v for v in self._scan_versions(b"A" + pack(tenant, src, rel, "o")) if v.tx_to is None]
+        return [v for v in self.adjacent(tenant, src, rel, "out") if v.tx_to is None]
 
     def _believed_by_dst(self, tenant: str, src: str, rel: str) -> dict[str, dict[str, EdgeVersion]] | None:
         """The cached believed out-edges of (tenant, src, rel), by dst then edge id; read on a miss.
@@ -146,9 +145,7 @@ class LedgerStore:
                 return None
             believed = self._scan_believed(tenant, src, rel)
             if len(believed) > self._believed_fan_out:
-                if len(self._too_wide) >= self._cache_entries:
-                    self._too_wide.clear()
-                self._too_wide.add(key)
+                self._remember(self._too_wide, key, None)
                 return None
             by_dst = {}
             for version in believed:
@@ -188,7 +185,7 @@ class LedgerStore:
             self._remember(self._aliases, key, entries)
         return [entity_id for entity_id, tx in entries if known_at is None or tx <= known_at]
 
-    def _remember(self, cache: dict, key: tuple[str, str], value: object) -> None:
+    def _remember(self, cache: dict, key: tuple[str, ...], value: object) -> None:
         """A bounded read cache. It stays coherent because ``commit`` writes through it, and a
         read-only (secondary) store is opened per command and never outlives the data it read."""
         if len(cache) >= self._cache_entries:
@@ -306,7 +303,7 @@ class LedgerStore:
                     if len(by_dst) >= self._believed_fan_out:
                         # Grown too wide since it was cached: drop it, as a read would not cache it.
                         del cache[key]
-                        self._too_wide.add(key)
+                        self._remember(self._too_wide, key, None)
                         continue
                     believed = by_dst[version.dst] = {}
                 believed[version.edge_id] = version
