@@ -82,11 +82,9 @@ class PendingLedger:
         key = (version.tenant, version.edge_id)
         self.versions[key] = version
         self.appended.append(key)
-        out_key = (version.tenant, version.src, version.rel)
-        self._by_out[out_key].append(version.edge_id)
-        self._by_edge[(version.tenant, version.src, version.rel, version.dst)].append(version.edge_id)
-        self._touched_out.add(out_key)
-        self._new_by_source[(version.tenant, version.authority, version.source_record)].append(version.edge_id)
+        for ids in self._indexed_under(version):
+            ids.append(version.edge_id)
+        self._touched_out.add((version.tenant, version.src, version.rel))
         self.counts.versions_appended += 1
 
     def discard_new(self, version: EdgeVersion) -> None:
@@ -94,10 +92,16 @@ class PendingLedger:
         key = (version.tenant, version.edge_id)
         del self.versions[key]
         self.appended.remove(key)
-        self._by_out[(version.tenant, version.src, version.rel)].remove(version.edge_id)
-        self._by_edge[(version.tenant, version.src, version.rel, version.dst)].remove(version.edge_id)
-        self._new_by_source[(version.tenant, version.authority, version.source_record)].remove(version.edge_id)
+        for ids in self._indexed_under(version):
+            ids.remove(version.edge_id)
         self.counts.versions_appended -= 1
+
+    def _indexed_under(self, version: EdgeVersion) -> tuple[list[str], list[str], list[str]]:
+        """The index lists an appended version is filed in; ``append`` and ``discard_new`` share them,
+        so an index cannot be added to one and forgotten in the other."""
+        return (self._by_out[(version.tenant, version.src, version.rel)],
+                self._by_edge[(version.tenant, version.src, version.rel, version.dst)],
+                self._new_by_source[(version.tenant, version.authority, version.source_record)])
 
     def close(self, version: EdgeVersion, tx: int) -> EdgeVersion:
         closed = version.close_belief(tx)
