@@ -74,13 +74,12 @@ def correction_records(correction: Correction) -> list[dict]:
     old, new = correction.old_edge_ids, correction.new_edge_ids
     if len(old) + len(new) <= CORRECTION_IDS_PER_RECORD:
         return [{**head, "record_id": correction.correction_id, "old_edge_ids": old, "new_edge_ids": new}]
-    named = [("old", edge_id) for edge_id in old] + [("new", edge_id) for edge_id in new]
-    slices = [named[start:start + CORRECTION_IDS_PER_RECORD]
-              for start in range(0, len(named), CORRECTION_IDS_PER_RECORD)]
-    return [{**head, "record_id": f"{correction.correction_id}/part-{number}", "part": number, "parts": len(slices),
-             "old_edge_ids": [edge_id for side, edge_id in piece if side == "old"],
-             "new_edge_ids": [edge_id for side, edge_id in piece if side == "new"]}
-            for number, piece in enumerate(slices, 1)]
+    # Part n covers positions [start, end) of old + new: the old ids there, then the new ones.
+    starts = range(0, len(old) + len(new), CORRECTION_IDS_PER_RECORD)
+    return [{**head, "record_id": f"{correction.correction_id}/part-{number}", "part": number, "parts": len(starts),
+             "old_edge_ids": old[start:start + CORRECTION_IDS_PER_RECORD],
+             "new_edge_ids": new[max(0, start - len(old)):max(0, start + CORRECTION_IDS_PER_RECORD - len(old))]}
+            for number, start in enumerate(starts, 1)]
 
 
 def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch_id: str) -> list[OutRecord]:
