@@ -44,9 +44,17 @@ def route(line: bytes) -> tuple[str, bytes | None]:
     return TOPIC_FOR_KIND.get(document.get("kind"), Topic.SOURCE_CHANGES), key
 
 
-class RecordRefused(ValueError):
-    """The producer refused an event before sending it (the events before it were delivered). A
-    ``ValueError``: the event is what cannot be sent, and the CLI prints such errors as one line."""
+class RecordRefused(RuntimeError):
+    """The producer refused a record before sending it; the records before it were delivered."""
+
+    def __init__(self, error: KafkaError, size: int, sent_before: int) -> None:
+        self.error, self.size, self.sent_before = error, size, sent_before
+        super().__init__(f"a record of {size:,} bytes was refused: {error.str()}. The {sent_before:,} records "
+                         "before it were sent; none after it")
+
+    @property
+    def too_large(self) -> bool:
+        return self.error.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
 def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, bytes]], timeout: float = 60,
@@ -71,7 +79,7 @@ def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, byte
                 producer.poll(0.05)
             except KafkaException as error:
                 producer.flush(timeout)
-                raise RecordRefused(_refusal(error.args[0], len(value), sent)) from None
+                raise RecordRefused(error.args[0], len(value), sent) from None
         producer.poll(0)
         sent += 1
         if on_sent is not None:
@@ -80,16 +88,6 @@ def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, byte
     if failures:
         raise RuntimeError(f"{len(failures)} of {sent} records were not delivered: {failures[0]}")
     return sent
-
-
-def _refusal(error: KafkaError, size: int, sent_before: int) -> str:
-    if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-        reason = (f"the event is {size:,} bytes, more than the producer and topic accept (message.max.bytes): "
-                  "send its assertions as several delta events (parts of one snapshot would retract each "
-                  "other), or raise the producer's message.max.bytes and the topic's max.message.bytes")
-    else:
-        reason = f"the producer refused it: {error.str()}"
-    return f"{reason}. The {sent_before:,} events before it were sent; none after it"
 
 
 def produce_lines(lines: Iterable[bytes], bootstrap: str, topics: TopicSettings | None = None,
@@ -128,4 +126,13 @@ def produce_files(paths: list[Path], bootstrap: str, topics: TopicSettings | Non
         return produce_lines(lines(), bootstrap, topics, progress=progress, total=total)
     except RecordRefused as refused:
         # Records are produced as they are read, so the line being read is the one refused.
-        raise RecordRefused(f"{reading[0]}:{reading[1]}: {refused}") from None
+        raise ValueError(f"{reading[0]}:{reading[1]}: {_advice(refused)}. The {refused.sent_before:,} events "
+                         "before it were sent; none after it") from None
+
+
+def _advice(refused: RecordRefused) -> str:
+    if refused.too_large:
+        return (f"the event is {refused.size:,} bytes, more than the producer and topic accept (message.max.bytes): "
+                "send its assertions as several delta events (parts of one snapshot would retract each other), "
+                "or raise the producer's message.max.bytes and the topic's max.message.bytes")
+    return f"the producer refused it: {refused.error.str()}"
