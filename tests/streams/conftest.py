@@ -17,3 +17,14 @@ def kafka_broker() -> Iterator[EmbeddedBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def own_broker() -> Iterator[EmbeddedBroker]:
+    """A broker for one test, for records too large to leave in the shared one: its memory-only
+    storage never frees, and every later test would run beside them."""
+    broker = EmbeddedBroker().start()
+    try:
+        yield broker
+    finally:
+        broker.stop()

@@ -74,7 +74,7 @@ def test_the_worker_reports_consumer_lag_from_its_fetches(kafka_broker, tmp_path
     assert set(last.values()) == {0}, "caught up: nothing left behind the watermark"
 
 
-def test_an_event_too_large_to_produce_is_named_and_loses_nothing_before_it(kafka_broker, tmp_path: Path) -> None:
+def test_an_event_too_large_to_produce_is_named_and_loses_nothing_before_it(own_broker, tmp_path: Path) -> None:
     """A wide snapshot (2.3 MB) goes through: edgeledger's producers and topics take records up to
     16 MiB, not Kafka's default 1 MB. An event beyond that is refused by the producer: produce must say
     which line, and the events it had already accepted must still be delivered, not dropped with it."""
@@ -84,7 +84,7 @@ def test_an_event_too_large_to_produce_is_named_and_loses_nothing_before_it(kafk
     from streams.kafka_config import MAX_RECORD_BYTES
 
     topics = fresh_topics()
-    ensure_topics(kafka_broker.bootstrap, topics)
+    ensure_topics(own_broker.bootstrap, topics)
     beat = {"kind": "heartbeat", "tenant": "acme", "source": {"system": "cmdb"}, "detected_at": "2026-05-01T00:00:00Z"}
 
     def snapshot(event_id: str, edges: int) -> dict:
@@ -100,20 +100,20 @@ def test_an_event_too_large_to_produce_is_named_and_loses_nothing_before_it(kafk
                                  too_wide, json.dumps({**beat, "event_id": "b3"})]) + "\n")
 
     done = subprocess.run([sys.executable, "-m", "streams.cli", "produce", str(events), "--bootstrap",
-                           kafka_broker.bootstrap, "--topic-prefix", topics.prefix, "--quiet"],
+                           own_broker.bootstrap, "--topic-prefix", topics.prefix, "--quiet"],
                           capture_output=True, text=True, timeout=120)
 
     assert done.returncode == 2
     message = done.stderr.strip().splitlines()
     assert len(message) == 1 and message[0].startswith(f"edgeledger: error: {events}:4: the event is "), message
     assert "Traceback" not in done.stderr and "The 3 events before it were sent" in message[0]
-    delivered = read_topic(kafka_broker.bootstrap, topics.name(Topic.SOURCE_HEARTBEATS))
+    delivered = read_topic(own_broker.bootstrap, topics.name(Topic.SOURCE_HEARTBEATS))
     assert sorted(record["event_id"] for record in delivered) == ["b1", "b2"]
-    [change] = read_topic(kafka_broker.bootstrap, topics.name(Topic.SOURCE_CHANGES))
+    [change] = read_topic(own_broker.bootstrap, topics.name(Topic.SOURCE_CHANGES))
     assert change["event_id"] == "wide" and len(change["assert"]) == 20_000
 
 
-def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(kafka_broker, tmp_path: Path) -> None:
+def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(own_broker, tmp_path: Path) -> None:
     """An event that fits in a record can still make a dead letter that does not: its original text,
     JSON-escaped inside the dead letter, grows. The worker must dead-letter it and go on, not refuse the
     record and die at every restart; the full text stays in the ledger's state."""
@@ -122,21 +122,21 @@ def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(kafka_broker
     from streams.ledger_log import ORIGINAL_KEPT
 
     topics = fresh_topics()
-    ensure_topics(kafka_broker.bootstrap, topics)
+    ensure_topics(own_broker.bootstrap, topics)
     good = GOOD_CHANGE
     huge = json.dumps({**good, "event_id": "huge", "notes": "\x01" * 2_700_000})  # an unknown field; 16 MB
     assert len(huge) < MAX_RECORD_BYTES < len(json.dumps({"original": huge}))
     events = tmp_path / "events.jsonl"
     events.write_text(huge + "\n" + json.dumps(good) + "\n")
-    produce_files([events], kafka_broker.bootstrap, topics, progress=False)
+    produce_files([events], own_broker.bootstrap, topics, progress=False)
 
-    worker = start_worker(tmp_path / "state", kafka_broker.bootstrap, topics, "g-huge", exit_when_idle=3)
+    worker = start_worker(tmp_path / "state", own_broker.bootstrap, topics, "g-huge", exit_when_idle=3)
     out, err = finish(worker, 120)
 
     assert worker.returncode == 0, err[-2000:]
     summary = json.loads(out)
     assert (summary["events_read"], summary["applied"], summary["dead_lettered"]) == (2, 1, 1)
-    [letter] = read_topic(kafka_broker.bootstrap, topics.name(Topic.DEAD_LETTER))
+    [letter] = read_topic(own_broker.bootstrap, topics.name(Topic.DEAD_LETTER))
     assert letter["stage"] == "validate" and "unknown field" in letter["reason"]
     assert letter["original_truncated"] is True and letter["original_length"] == len(huge)
     assert letter["original"] == huge[:ORIGINAL_KEPT]

@@ -115,8 +115,10 @@ def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker,
     events, expected = stream
     topics = fresh_topics()
     ensure_topics(kafka_broker.bootstrap, topics)
-    first = start_worker(tmp_path / "w1", kafka_broker.bootstrap, topics, "g-two", exit_when_idle=4)
-    second = start_worker(tmp_path / "w2", kafka_broker.bootstrap, topics, "g-two", exit_when_idle=4)
+    # Idle from when they subscribe: the window must outlast their start-up, the 3 s wait and the
+    # produce, or on a busy machine both leave before the events arrive.
+    first = start_worker(tmp_path / "w1", kafka_broker.bootstrap, topics, "g-two", exit_when_idle=8)
+    second = start_worker(tmp_path / "w2", kafka_broker.bootstrap, topics, "g-two", exit_when_idle=8)
     time.sleep(3)
     produce_files([events], kafka_broker.bootstrap, topics, progress=False)
     outputs = [finish(worker, 180) for worker in (first, second)]
