@@ -1,7 +1,7 @@
 """How a query replica that shares the state directory learns what changed.
 
-``versions_changed_since`` reads the ``T`` table (tenant, tx, ``a``/``c``, edge_id) from the first
-transaction time after a given one: one scan of the tenant's prefix, started at that key.
+``versions_changed_since`` reads the ``T`` table (one row per batch: what it appended and closed) from
+the first transaction time after a given one: one scan of the tenant's prefix, started at that key.
 
 ``LedgerFollower`` is a read-only view of a directory another process writes. A RocksDB secondary
 sees new writes only after catching up with the primary, which ``RocksKV`` does when it opens; the
@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from processors.model import Direction, EdgeVersion, Entity, SourceActivity
-from state.keys import encode_int, pack, unpack
 from state.open import open_reader
 from state.store import LedgerStore
 
@@ -29,10 +28,7 @@ log = logging.getLogger(__name__)
 def versions_changed_since(store: LedgerStore, tenant: str, after_tx: int) -> list[EdgeVersion]:
     """The tenant's versions appended or closed at a transaction time after ``after_tx``, each once, in
     the order of their first change, as stored now (a version appended and then closed carries its ``tx_to``)."""
-    tenant_prefix = b"T" + pack(tenant)
-    edge_ids: dict[str, None] = {}
-    for key, _ in store.kv.scan(tenant_prefix, start=tenant_prefix + encode_int(after_tx + 1)):
-        edge_ids.setdefault(str(unpack(key[1:])[-1]), None)
+    edge_ids = dict.fromkeys(edge_id for _, edge_id, _ in store.versions_in_tx_order(tenant, after_tx))
     versions = (store.version(tenant, edge_id) for edge_id in edge_ids)
     return [version for version in versions if version is not None]
 

@@ -45,11 +45,28 @@ def encode_record(record: Correction | ReviewItem | DeadLetter | Heartbeat | Tra
     return orjson.dumps(record)
 
 
-def decode_correction(data: bytes) -> Correction:
-    f = orjson.loads(data)
+def encode_records(records: list[Correction]) -> bytes:
+    return orjson.dumps(records)
+
+
+def decode_corrections(data: bytes) -> list[Correction]:
+    """A batch's corrections, as ``encode_records`` wrote them."""
+    return [_correction(f) for f in orjson.loads(data)]
+
+
+def _correction(f: dict) -> Correction:
     f["old_edge_ids"] = tuple(f["old_edge_ids"])
     f["new_edge_ids"] = tuple(f["new_edge_ids"])
     return Correction(**f)
+
+
+def encode_changes(changes: list[tuple[int, str, str]]) -> bytes:
+    """A batch's (tx, ``a``/``c``, edge_id) entries for one tenant, in that order."""
+    return orjson.dumps(changes)
+
+
+def decode_changes(data: bytes) -> list[tuple[int, str, str]]:
+    return [(tx, what, edge_id) for tx, what, edge_id in orjson.loads(data)]
 
 
 def decode_review(data: bytes) -> ReviewItem:

@@ -41,7 +41,10 @@ def test_state_does_not_depend_on_batch_boundaries() -> None:
     for batch_size in (1, 7, 500, 5000):
         ledger = Ledger()
         BatchRunner(ledger.processor, ledger.store, ledger.store.commit, batch_size).run(lines)
-        states.append([v for k, v in ledger.kv.scan(b"V")])
+        store = ledger.store
+        states.append(([v for k, v in ledger.kv.scan(b"V")], list(store.versions_in_tx_order("acme")),
+                       list(store.corrections("acme"))))
+    assert states[0][1] and states[0][2], "the history changes and corrects beliefs"
     assert all(state == states[0] for state in states[1:])
 
 
@@ -72,8 +75,11 @@ def test_state_in_an_older_layout_is_refused_with_a_clear_reason() -> None:
 
     ledger = late_correction(Ledger())
     assert LedgerStore(ledger.kv).last_tx() == ledger.store.last_tx(), "the current format opens"
+    ledger.kv.write([(b"M" + pack("format"), b"2")])
+    with pytest.raises(StateFormatError, match="format 2, this edgeledger reads format 3"):
+        LedgerStore(ledger.kv)
     ledger.kv.write([], [b"M" + pack("format")])
-    with pytest.raises(StateFormatError, match="format 1, this edgeledger reads format 2"):
+    with pytest.raises(StateFormatError, match="format 1, this edgeledger reads format 3"):
         LedgerStore(ledger.kv)
 
 

@@ -43,7 +43,7 @@ def expected_records(expected: Path) -> tuple[dict[str, bool], set[str]]:
     kv = RocksKV(expected, read_only=True)
     try:
         versions = [codec.decode_version(v) for _, v in kv.scan(b"V")]
-        corrections = {codec.decode_correction(v).correction_id for _, v in kv.scan(b"K")}
+        corrections = {c.correction_id for _, v in kv.scan(b"K") for c in codec.decode_corrections(v)}
     finally:
         kv.close()
     return {f"{v.tenant}/{v.edge_id}": v.tx_to is not None for v in versions}, corrections
