@@ -196,6 +196,11 @@ class LedgerStore:
             self._remember(self._aliases, key, entries)
         return [entity_id for entity_id, tx in entries if known_at is None or tx <= known_at]
 
+    def _drop_caches(self) -> None:
+        """Forget every read cache (a batch that failed to commit may have updated one): reads refill them."""
+        for cache in (self._entities, self._aliases, self._believed_out, self._too_wide):
+            cache.clear()
+
     def _remember(self, cache: dict, key: tuple[str, ...], value: object) -> None:
         """A bounded read cache. It stays coherent because ``commit`` writes through it, and a
         read-only (secondary) store is opened per command and never outlives the data it read."""
@@ -305,24 +310,8 @@ class LedgerStore:
         return [SourceActivity(tenant, system, *row) for (tenant, system), row in rows.items()]
 
     def _write_through(self, pending: PendingLedger) -> None:
-        cache = self._believed_out
-        for version in pending.versions.values():
-            key = (version.tenant, version.src, version.rel)
-            by_dst = cache.get(key)
-            if by_dst is None:
-                continue
-            believed = by_dst.get(version.dst)
-            if version.tx_to is None:
-                if believed is None:
-                    if len(by_dst) >= self._believed_fan_out:
-                        # Grown too wide since it was cached: drop it, as a read would not cache it.
-                        del cache[key]
-                        self._remember(self._too_wide, key, None)
-                        continue
-                    believed = by_dst[version.dst] = {}
-                believed[version.edge_id] = version
-            elif believed is not None and believed.pop(version.edge_id, None) is not None and not believed:
-                del by_dst[version.dst]
+        """After a commit: the entity and alias caches take the batch's entities and aliases (the
+        believed-edges cache was kept in step while the rows were built)."""
         for key, entity in pending.entities.items():
             self._entities[key] = entity
         for alias in pending.aliases:
@@ -333,9 +322,30 @@ class LedgerStore:
                 others = [entry for entry in entries if entry[0] != alias.entity_id]
                 self._aliases[key] = tuple(sorted([*others, (alias.entity_id, alias.tx_from)]))
 
+    def _keep_believed(self, version: EdgeVersion) -> None:
+        """Keep a cached believed-out entry exact: a believed version enters it, a closed one leaves."""
+        key = (version.tenant, version.src, version.rel)
+        by_dst = self._believed_out.get(key)
+        if by_dst is None:
+            return
+        believed = by_dst.get(version.dst)
+        if version.tx_to is None:
+            if believed is None:
+                if len(by_dst) >= self._believed_fan_out:
+                    # Grown too wide since it was cached: drop it, as a read would not cache it.
+                    del self._believed_out[key]
+                    self._remember(self._too_wide, key, None)
+                    return
+                believed = by_dst[version.dst] = {}
+            believed[version.edge_id] = version
+        elif believed is not None and believed.pop(version.edge_id, None) is not None and not believed:
+            del by_dst[version.dst]
+
     def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
         """The rows of each touched version: V, both A ends, and B while it is believed (put when it is
-        new, deleted when it is closed); then per tenant one T row listing what was appended and closed."""
+        new, deleted when it is closed); then per tenant one T row listing what was appended and closed.
+        The believed-edges cache takes each version as its rows are built (one pass over the batch, not
+        two); ``commit`` drops the caches if the write then fails."""
         # Speed: the value is encoded once and shared by V, A and B, and key parts that repeat
         # (tenant, rel, node ids, sources) are encoded once and kept across batches.
         parts = self._parts
@@ -344,7 +354,9 @@ class LedgerStore:
         encode = codec.encode_version
         put, delete = puts.append, deletes.append
         changes: dict[str, list[tuple[int, str, str]]] = {}
+        keep_believed = self._keep_believed
         for version, is_new, closed_now in pending.final_versions():
+            keep_believed(version)
             tenant, edge = parts[version.tenant], encode_str(version.edge_id)
             rel = parts[version.rel]
             value = encode(version)
@@ -375,6 +387,16 @@ class LedgerStore:
     # -- the one atomic write -----------------------------------------------------------------------------------
     def commit(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """Write everything a batch of events did, with their event ids, in one WriteBatch."""
+        try:
+            self._write(pending, extra_puts)
+        except BaseException:
+            self._drop_caches()
+            raise
+        self._format_recorded = True
+        self._write_through(pending)
+        self._last_tx = max(self._last_tx, pending.last_tx())
+
+    def _write(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]]) -> None:
         puts: list[tuple[bytes, bytes]] = list(extra_puts)
         deletes: list[bytes] = []
         self._version_rows(pending, puts, deletes)
@@ -411,7 +433,4 @@ class LedgerStore:
         if not self._format_recorded:
             puts.append((_FORMAT, FORMAT_VERSION))
         self.kv.write(puts, deletes)
-        self._format_recorded = True
-        self._write_through(pending)
-        self._last_tx = max(self._last_tx, last_tx)
 

@@ -168,3 +168,26 @@ def test_a_cached_source_that_grows_too_wide_leaves_the_cache() -> None:
         service = f"Service:cmdb:S{n}"
         assert [v.edge_id for v in store.believed_edge("acme", policy, "applies_to", service)] == \
             [v.edge_id for v in cold.believed_edge("acme", policy, "applies_to", service)] != []
+
+
+def test_a_failed_commit_leaves_no_cached_belief_behind() -> None:
+    """Commit keeps the believed-edges cache in step while it builds the rows; if the write then fails,
+    reads must answer from what is stored, not from what the failed batch would have done."""
+    from state.store import LedgerStore
+
+    ledger = late_correction(Ledger())
+    assert ledger.owners(CONNECTOR) == {PLATFORM}
+    before = sorted(v.edge_id for v in ledger.store.believed_out("acme", CONNECTOR, "owned_by"))
+
+    def refuse(puts, deletes=()):
+        raise OSError("disk full")
+
+    ledger.kv.write = refuse
+    with pytest.raises(OSError, match="disk full"):
+        ledger.send({"kind": "change", "event_id": "cmdb-9000", "tenant": "acme",
+                     "source": {"system": "cmdb", "record": "ci/CI0042", "version": "9"},
+                     "detected_at": "2026-06-01T00:00:00Z",
+                     "assert": [{"src": {"type": "Component", "id": "cmdb:CI0042"}, "rel": "owned_by",
+                                 "dst": {"type": "Team", "id": "hr:T-SEC"}, "valid_from": "2026-06-01"}]})
+    assert sorted(v.edge_id for v in ledger.store.believed_out("acme", CONNECTOR, "owned_by")) == before
+    assert sorted(v.edge_id for v in LedgerStore(ledger.kv).believed_out("acme", CONNECTOR, "owned_by")) == before
