@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import orjson
 
@@ -25,8 +26,9 @@ from schemas.times import format_micros, parse_micros
 from streams.topics import Topic
 
 
-@dataclass(frozen=True, slots=True)
-class OutRecord:
+class OutRecord(NamedTuple):
+    """Speed: a NamedTuple, a quarter of a frozen dataclass's cost to build; a batch builds two per event."""
+
     topic: str
     key: str
     value: bytes
@@ -50,7 +52,9 @@ def bounded_original(original: str | None) -> dict[str, object]:
 
 def version_json(version: EdgeVersion) -> dict:
     """The contract's edge shape, plus ``detected_at_us`` so a replay restores the exact instant."""
-    return {**edge_json(version), "detected_at_us": version.detected_at}
+    shape = edge_json(version)
+    shape["detected_at_us"] = version.detected_at  # the dict is new: extended in place, not copied
+    return shape
 
 
 def _version_record(version: EdgeVersion, appended: bool, closed: bool) -> dict:
@@ -86,10 +90,10 @@ def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch
     """Every record a committed batch must emit, keyed by tenant (the partitioning unit)."""
     records: list[OutRecord] = []
     tenants: set[str] = set()
+    log = Topic.EDGE_VERSIONS
     for version, is_new, closed_now in pending.final_versions():
         tenants.add(version.tenant)
-        records.append(OutRecord(Topic.EDGE_VERSIONS, version.tenant,
-                                 orjson.dumps(_version_record(version, is_new, closed_now))))
+        records.append(OutRecord(log, version.tenant, orjson.dumps(_version_record(version, is_new, closed_now))))
     for entity in pending.entities.values():
         tenants.add(entity.tenant)
         records.append(OutRecord(Topic.EDGE_VERSIONS, entity.tenant, orjson.dumps(
@@ -97,9 +101,11 @@ def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch
              "entity": entity._asdict()})))
     for alias in pending.aliases:
         tenants.add(alias.tenant)
+        # Speed: the fields by hand; ``asdict`` deep-copies and cost 15 µs an alias (0.3 per event here).
         records.append(OutRecord(Topic.EDGE_VERSIONS, alias.tenant, orjson.dumps(
             {"kind": "alias", "record_id": f"{alias.tenant}/alias/{alias.normalised}/{alias.entity_id}",
-             "alias": asdict(alias)})))
+             "alias": {"tenant": alias.tenant, "normalised": alias.normalised, "entity_id": alias.entity_id,
+                       "tx_from": alias.tx_from}})))
     for correction in pending.corrections:
         for part in correction_records(correction):
             records.append(OutRecord(Topic.EDGE_CORRECTIONS, correction.tenant, orjson.dumps(part)))
