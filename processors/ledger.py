@@ -247,16 +247,11 @@ class LedgerProcessor:
                 versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective)
 
         for src, item, dst in assertions:
-            fact = Fact(
-                src=src,
-                rel=item.rel,
-                dst=dst,
-                valid_from=to_micros(item.valid_from) if item.valid_from else None,
-                valid_to=to_micros(item.valid_to) if item.valid_to else None,
-                evidence=item.evidence,
-                confidence=item.confidence,
-                phrase=item.phrase,
-            )
+            # Speed: positional, in field order (keywords cost a NamedTuple about 1 µs more).
+            fact = Fact(src, item.rel, dst,
+                        to_micros(item.valid_from) if item.valid_from else None,  # valid_from
+                        to_micros(item.valid_to) if item.valid_to else None,  # valid_to
+                        item.evidence, item.confidence, item.phrase)
             versioner.assert_fact(fact, provenance)
         versioner.finish("change")
 

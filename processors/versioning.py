@@ -107,7 +107,7 @@ class Versioner:
             self.tx, None,  # tx_from, tx_to
             provenance.authority, provenance.record, provenance.version,
             fact.evidence, fact.confidence,
-            origin or edge_id, tuple(sorted(supersedes)),  # origin, supersedes
+            origin or edge_id, tuple(sorted(supersedes)) if len(supersedes) > 1 else supersedes,
             event_id, provenance.detected_at, fact.phrase,
         )
         self.ledger.append(version)
@@ -145,6 +145,8 @@ class Versioner:
 
     def finish(self, cause: str) -> None:
         """Emit the event's correction: the committed beliefs it closed and what it appended that survives."""
+        if not self._closed:
+            return
         closed = [v for v in self._closed if v.tx_from != self.tx]
         if not closed:
             return
@@ -169,7 +171,7 @@ class Versioner:
             believed, competing = self._believed_and_competing(fact, provenance.authority)
         else:
             believed, competing = self._believed(fact.src, fact.rel, fact.dst, provenance.authority), []
-        if any(_restates(v, fact, provenance) for v in believed):
+        if believed and any(_restates(v, fact, provenance) for v in believed):
             return
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
@@ -181,7 +183,7 @@ class Versioner:
             if old.authority == provenance.authority:
                 closed.append(old)
                 appended += self._supersede(old, subtract((old.valid_from, old.valid_to), fact.interval))
-        supersedes = tuple(v.edge_id for v in closed if v.tx_from != self.tx)
+        supersedes = tuple([v.edge_id for v in closed if v.tx_from != self.tx]) if closed else ()
         new = self._append(fact, fact.interval, provenance, None, supersedes, self.event_id)
         appended.append(new)
         if single_valued:
