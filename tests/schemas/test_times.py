@@ -7,7 +7,9 @@ from hypothesis import strategies as st
 
 from schemas.times import EPOCH, format_micros, from_micros, parse_micros, to_micros
 
-INSTANTS = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC))
+# hypothesis takes naive bounds and attaches ``timezones`` to what it draws.
+INSTANTS = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),  # noqa: DTZ001
+                        timezones=st.just(UTC))
 
 
 @given(INSTANTS)
