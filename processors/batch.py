@@ -10,13 +10,20 @@ from processors.ledger import LedgerProcessor
 from processors.pending import BatchCounts, PendingLedger
 from processors.ports import LedgerReader
 
+BATCH_EVENTS = 500
+"""Events per atomic write when loading. Smaller batches keep a batch's pending changes and its write
+batch within the CPU caches: 500 against 2,000 took 7 % less CPU on the loading thread at 1M events
+(3 interleaved pairs: 73.0 s against 78.5 s on average) and 8 % less at 300k (4 pairs). Each write
+also drops the store's idle iterators, so much smaller batches pay that more often. State does not
+depend on where batches split."""
+
 
 @dataclass
 class BatchRunner:
     processor: LedgerProcessor
     reader: LedgerReader
     commit: Callable[[PendingLedger], None]
-    batch_size: int = 2000
+    batch_size: int = BATCH_EVENTS
 
     def run(self, lines: Iterable[bytes | str]) -> BatchCounts:
         totals = BatchCounts()

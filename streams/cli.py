@@ -12,6 +12,7 @@ from typing import Annotated
 import orjson
 import typer
 
+from processors.batch import BATCH_EVENTS
 from processors.freshness import stale_sources_for_queries
 from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edge_allowlist
 from processors.traversal import Limits, PlanRefused
@@ -78,7 +79,7 @@ def load(
         bool, typer.Option("--simulated-clock", help="Accept `clock` events (tests and deterministic backfills).")
     ] = False,
     ontology: Annotated[Path | None, typer.Option("--ontology", help="Replace the default ontology.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Events per atomic write.")] = 2000,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Events per atomic write.")] = BATCH_EVENTS,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar (it shows only on a terminal).")] = False,
 ) -> None:
     """Apply event files to the ledger in-process (no broker); print one JSON summary."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from processors.batch import BatchRunner
+from processors.batch import BATCH_EVENTS, BatchRunner
 from processors.clock import TransactionClock
 from processors.ledger import LedgerProcessor
 from processors.pending import BatchCounts
@@ -52,7 +52,7 @@ def load_files(
     store: LedgerStore,
     simulated_clock: bool = False,
     ontology: Ontology | None = None,
-    batch_size: int = 2000,
+    batch_size: int = BATCH_EVENTS,
     progress: tqdm | None = None,
 ) -> BatchCounts:
     """Apply the files' events in atomic batches, then compact the store: a bulk import leaves many
@@ -70,7 +70,7 @@ def load_files(
 
 
 def load_into(state_dir: Path, paths: list[Path], simulated_clock: bool, ontology_path: Path | None,
-              batch_size: int = 2000, progress: bool = False) -> dict[str, int | bool]:
+              batch_size: int = BATCH_EVENTS, progress: bool = False) -> dict[str, int | bool]:
     """``edgeledger load``. With ``progress``, a bar on standard error (when it is a terminal) shows
     the bytes applied; the JSON summary stays alone on standard output."""
     for path in paths:
