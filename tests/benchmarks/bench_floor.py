@@ -6,9 +6,9 @@ The floor does what no implementation of the ledger can skip, in plain Python ag
 RocksDB layout:
 - decode and validate every line (orjson and the event schema, as ``load`` does);
 - one point read per event (the re-delivery check);
-- for each assertion, one new version with a derived id and its five rows (V, A out, A in, T, B);
-- the event's ``I`` row;
-- a write batch per 2,000 events, without the write-ahead log, as ``load`` writes.
+- for each assertion, one new version with a derived id and its four rows (V, A out, A in, B);
+- the event's ``I`` row, and per write batch one ``T`` row listing the batch's new versions;
+- a write batch per ``BATCH_EVENTS`` events, without the write-ahead log, as ``load`` writes.
 
 It resolves no mentions, reads no believed versions, closes nothing and appends no remainders.
 The real ledger writes about two versions per event here, not one, so the floor is a lower bound.
@@ -27,14 +27,13 @@ from pathlib import Path
 
 import orjson
 
+from processors.batch import BATCH_EVENTS
 from schemas.events import EVENT_ADAPTER, ChangeEvent
 from schemas.times import to_micros
 from state.keys import encode_int, pack
 from state.kv import RocksKV
 from streams.ledger_files import load_into
-from tests.benchmarks.bench_ledger import write_events
-
-BATCH = 2000
+from tests.benchmarks.bench_ledger import TENANT, write_events
 
 
 def floor_load(state: Path, events_file: Path) -> tuple[int, float]:
@@ -42,6 +41,7 @@ def floor_load(state: Path, events_file: Path) -> tuple[int, float]:
     kv = RocksKV(state, bulk=True)
     started = time.thread_time()
     puts: list[tuple[bytes, bytes]] = []
+    appended: list[tuple[int, str, str]] = []
     changes = tx = 0
     with open(events_file, "rb") as lines:
         for line in lines:
@@ -52,18 +52,27 @@ def floor_load(state: Path, events_file: Path) -> tuple[int, float]:
             tx += 1
             tenant, event_key = pack(event.tenant), pack(event.event_id)
             kv.get(b"I" + tenant + event_key)
-            puts += version_rows(event, tenant, tx)
+            puts += version_rows(event, tenant, tx, appended)
             puts.append((b"I" + tenant + event_key, b"applied"))
-            if changes % BATCH == 0:
-                kv.write(puts)
-                puts = []
-    kv.write(puts)
+            if changes % BATCH_EVENTS == 0:
+                kv.write(_with_changes(puts, tenant, appended))
+                puts, appended = [], []
+    kv.write(_with_changes(puts, pack(TENANT), appended))
     elapsed = time.thread_time() - started
     kv.close()
     return changes, elapsed
 
 
-def version_rows(event: ChangeEvent, tenant: bytes, tx: int) -> list[tuple[bytes, bytes]]:
+def _with_changes(puts: list[tuple[bytes, bytes]], tenant: bytes,
+                  appended: list[tuple[int, str, str]]) -> list[tuple[bytes, bytes]]:
+    """The batch's rows and its one ``T`` row, as the store files them."""
+    if appended:
+        puts.append((b"T" + tenant + encode_int(appended[-1][0]), orjson.dumps(appended)))
+    return puts
+
+
+def version_rows(event: ChangeEvent, tenant: bytes, tx: int,
+                 appended: list[tuple[int, str, str]]) -> list[tuple[bytes, bytes]]:
     rows: list[tuple[bytes, bytes]] = []
     source = event.source
     detected_at = to_micros(event.detected_at)
@@ -77,10 +86,10 @@ def version_rows(event: ChangeEvent, tenant: bytes, tx: int) -> list[tuple[bytes
                               source.system, source.record, source.version, item.evidence, item.confidence,
                               edge_id, [], event.event_id, detected_at, item.phrase])
         edge, rel, recorded = pack(edge_id), pack(item.rel), encode_int(tx) + pack(edge_id)
+        appended.append((tx, "a", edge_id))
         rows += [(b"V" + tenant + edge, value),
                  (b"A" + tenant + pack(src) + rel + pack("o") + recorded, value),
                  (b"A" + tenant + pack(dst) + rel + pack("i") + recorded, value),
-                 (b"T" + tenant + encode_int(tx) + pack("a") + edge, b""),
                  (b"B" + tenant + pack(source.system, source.record or "") + edge, value)]
     return rows
 
