@@ -45,12 +45,12 @@ def encode_record(record: Correction | ReviewItem | DeadLetter | Heartbeat | Tra
     return orjson.dumps(record)
 
 
-def encode_records(records: list[Correction]) -> bytes:
+def encode_corrections(records: list[Correction]) -> bytes:
     return orjson.dumps(records)
 
 
 def decode_corrections(data: bytes) -> list[Correction]:
-    """A batch's corrections, as ``encode_records`` wrote them."""
+    """A batch's corrections, as ``encode_corrections`` wrote them."""
     return [_correction(f) for f in orjson.loads(data)]
 
 

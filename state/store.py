@@ -414,7 +414,7 @@ class LedgerStore:
             corrections.setdefault(correction.tenant, []).append(correction)
         for tenant, listed in corrections.items():
             listed.sort(key=_correction_order)
-            puts.append((b"K" + pack(tenant, listed[-1].tx_at), codec.encode_records(listed)))
+            puts.append((b"K" + pack(tenant, listed[-1].tx_at), codec.encode_corrections(listed)))
         for item in pending.review_items:
             puts.append((b"R" + pack(item.tenant, item.review_id), codec.encode_record(item)))
         for letter in pending.dead_letters:
