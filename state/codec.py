@@ -65,8 +65,9 @@ def encode_changes(changes: list[tuple[int, str, str]]) -> bytes:
     return orjson.dumps(changes)
 
 
-def decode_changes(data: bytes) -> list[tuple[int, str, str]]:
-    return [(tx, what, edge_id) for tx, what, edge_id in orjson.loads(data)]
+def decode_changes(data: bytes) -> list[list]:
+    """The entries ``encode_changes`` wrote, each a [tx, ``a``/``c``, edge_id] list."""
+    return orjson.loads(data)
 
 
 def decode_review(data: bytes) -> ReviewItem:

@@ -34,7 +34,9 @@ earlier row holds only entries before ``t``. Within a row the entries are in the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
+from typing import Any
 
 from processors.model import (
     Correction,
@@ -68,6 +70,21 @@ _UNREAD = object()
 
 def _correction_order(correction: Correction) -> tuple[int, str]:
     return (correction.tx_at, correction.correction_id)
+
+
+_change_order = itemgetter(0, 1, 2)
+"""A ``T`` entry (tx, ``a``/``c``, edge_id) in key order."""
+
+
+def _listing_rows(table: bytes, by_tenant: dict[str, list], order: Callable[[Any], tuple],
+                  encode: Callable[[list], bytes]) -> list[tuple[bytes, bytes]]:
+    """A batch's rows of a listing table (``T``, ``K``): per tenant, its entries in ``order``, whose
+    first part is a transaction time, in one row keyed by the latest of them."""
+    rows = []
+    for tenant, entries in by_tenant.items():
+        entries.sort(key=order)
+        rows.append((table + pack(tenant, order(entries[-1])[0]), encode(entries)))
+    return rows
 
 
 class StateFormatError(ValueError):
@@ -383,9 +400,7 @@ class LedgerStore:
                     put((believed_key, value))
             elif closed_now:
                 delete(believed_key)
-        for tenant, changed in changes.items():
-            changed.sort()
-            put((b"T" + parts[tenant] + encode_int(changed[-1][0]), codec.encode_changes(changed)))
+        puts += _listing_rows(b"T", changes, _change_order, codec.encode_changes)
 
     # -- the one atomic write -----------------------------------------------------------------------------------
     def commit(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]] = ()) -> None:
@@ -412,9 +427,7 @@ class LedgerStore:
         corrections: dict[str, list[Correction]] = {}
         for correction in pending.corrections:
             corrections.setdefault(correction.tenant, []).append(correction)
-        for tenant, listed in corrections.items():
-            listed.sort(key=_correction_order)
-            puts.append((b"K" + pack(tenant, listed[-1].tx_at), codec.encode_corrections(listed)))
+        puts += _listing_rows(b"K", corrections, _correction_order, codec.encode_corrections)
         for item in pending.review_items:
             puts.append((b"R" + pack(item.tenant, item.review_id), codec.encode_record(item)))
         for letter in pending.dead_letters:

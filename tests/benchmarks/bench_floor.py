@@ -30,6 +30,7 @@ import orjson
 from processors.batch import BATCH_EVENTS
 from schemas.events import EVENT_ADAPTER, ChangeEvent
 from schemas.times import to_micros
+from state import codec
 from state.keys import encode_int, pack
 from state.kv import RocksKV
 from streams.ledger_files import load_into
@@ -67,7 +68,7 @@ def _with_changes(puts: list[tuple[bytes, bytes]], tenant: bytes,
                   appended: list[tuple[int, str, str]]) -> list[tuple[bytes, bytes]]:
     """The batch's rows and its one ``T`` row, as the store files them."""
     if appended:
-        puts.append((b"T" + tenant + encode_int(appended[-1][0]), orjson.dumps(appended)))
+        puts.append((b"T" + tenant + encode_int(appended[-1][0]), codec.encode_changes(appended)))
     return puts
 
 
