@@ -36,6 +36,11 @@ def test_write_applies_puts_and_deletes_together(kv) -> None:
     assert kv.get(b"k1") is None and kv.get(b"k3") == b"3"
 
 
+def test_within_one_write_the_last_put_of_a_key_wins_and_a_delete_beats_a_put(kv) -> None:
+    kv.write([(b"k2", b"first"), (b"k1", b"1"), (b"k2", b"second"), (b"k3", b"3")], [b"k3"])
+    assert list(kv.scan(b"k")) == [(b"k1", b"1"), (b"k2", b"second")]
+
+
 def test_scans_see_every_write_before_them_also_when_iterators_are_reused(kv) -> None:
     kv.write([(b"a1", b"1"), (b"a2", b"2"), (b"b1", b"1")])
     for _ in kv.scan(b"a"):
