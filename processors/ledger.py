@@ -24,6 +24,7 @@ from schemas.events import (
     ClockEvent,
     EntityMention,
     HeartbeatEvent,
+    LedgerEvent,
     MergeCommand,
     RevokeEvent,
     RevokeSourceEvent,
@@ -62,7 +63,7 @@ def describe_validation_error(error: ValidationError) -> str:
 class LedgerProcessor:
     ontology: Ontology
     clock: TransactionClock
-    _current: object | None = field(default=None, init=False, repr=False)
+    _current: LedgerEvent | None = field(default=None, init=False, repr=False)
     _document: object | None = field(default=None, init=False, repr=False)
 
     def process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
@@ -144,9 +145,11 @@ class LedgerProcessor:
         event_id = document.get("event_id") if document else None
         if stage != "apply":
             ledger.tx = self.clock.tick(ledger.last_tx())
+        tx_at = ledger.tx
+        assert tx_at is not None  # ticked above, or before the event was applied
         ledger.dead_letters.append(
             DeadLetter(
-                tx_at=ledger.tx,
+                tx_at=tx_at,
                 stage=stage,  # type: ignore[arg-type]
                 reason=reason,
                 original=text,

@@ -12,6 +12,10 @@ Each part carries a one-byte type tag, so tuples of mixed shape can never collid
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
+
+from mypy_extensions import mypyc_attr
 
 _STR = b"\x02"
 _INT = b"\x15"
@@ -20,6 +24,7 @@ _SIGN = 1 << 63
 _MASK = (1 << 64) - 1
 
 
+@mypyc_attr(native_class=False)  # mypyc compiles no subclass of a builtin as a native class
 class Descending(int):
     """Marks an integer to be encoded newest-first."""
 
@@ -52,7 +57,7 @@ def _encode_other(part: object) -> bytes:
     raise TypeError(f"cannot encode {type(part).__name__} in a key")
 
 
-_ENCODERS = {str: encode_str, int: encode_int, Descending: encode_int_desc}
+_ENCODERS: dict[type, Callable[[Any], bytes]] = {str: encode_str, int: encode_int, Descending: encode_int_desc}
 
 
 def pack(*parts: str | int) -> bytes:

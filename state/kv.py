@@ -6,12 +6,12 @@ from an encoding bug.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, RdictIter, WriteBatch, WriteOptions
-from sortedcontainers import SortedDict
+from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
 from state.keys import prefix_end
 
@@ -24,7 +24,7 @@ class OrderedKV(Protocol):
         from the first such key at or after ``start``."""
         ...
 
-    def write(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes] = ()) -> None:
+    def write(self, puts: list[tuple[bytes, bytes]], deletes: Sequence[bytes] = ()) -> None:
         """Apply all puts and deletes atomically."""
         ...
 
@@ -47,7 +47,7 @@ class MemoryKV:
         for key in self._data.irange(max(prefix, start or prefix), upper, inclusive=(True, False)):
             yield key, self._data[key]
 
-    def write(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes] = ()) -> None:
+    def write(self, puts: list[tuple[bytes, bytes]], deletes: Sequence[bytes] = ()) -> None:
         for key, value in puts:
             self._data[key] = value
         for key in deletes:
@@ -107,7 +107,7 @@ class RocksKV:
             self._db = Rdict(str(self.path), options=options)
             if bulk:
                 unlogged = WriteOptions()
-                unlogged.disable_wal = True
+                unlogged.disable_wal = True  # type: ignore[method-assign, assignment]  # a property; the stub says method
                 self._db.set_write_options(unlogged)
         self._bulk = bulk and not read_only
         self._idle: list[RdictIter] = []
@@ -135,7 +135,7 @@ class RocksKV:
             if generation == self._generation and len(self._idle) < _IDLE_ITERATORS:
                 self._idle.append(iterator)
 
-    def write(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes] = ()) -> None:
+    def write(self, puts: list[tuple[bytes, bytes]], deletes: Sequence[bytes] = ()) -> None:
         batch = WriteBatch(raw_mode=True)
         for key, value in puts:
             batch.put(key, value)

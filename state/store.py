@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from processors.model import (
     Correction,
     DeadLetter,
@@ -91,6 +93,7 @@ class StateFormatError(ValueError):
     """The directory holds ledger state in a layout this version does not read."""
 
 
+@mypyc_attr(native_class=False)  # mypyc compiles no subclass of a builtin as a native class
 class _EncodedParts(dict[str, bytes]):
     """Key parts encoded once: ``parts["acme"] == pack("acme")`` (tenants, node ids, relationships, sources)."""
 

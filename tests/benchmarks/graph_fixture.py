@@ -37,7 +37,7 @@ import random
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -413,7 +413,7 @@ def build_graph(spec: GraphSpec, workdir: Path | None = None, log: Any = None) -
         try:
             counts = load_files([events_path], store, simulated_clock=True)
             timings["load_s"] = time.perf_counter() - started
-            summary: dict[str, Any] = dict(counts.__dict__)
+            summary: dict[str, Any] = asdict(counts)
             summary["balanced"] = counts.balanced()
             say(f"loaded in {timings['load_s']:.1f} s: {summary}")
             started = time.perf_counter()

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -491,7 +491,7 @@ def _worker_main(argv: list[str]) -> int:
         profiler.dump_stats(str(args.profile))
     else:
         totals = worker.run(stop, args.exit_when_idle)
-    announce("done", timeline=worker.timeline.batches, totals=totals.__dict__, observer_seconds=observer_seconds[0],
+    announce("done", timeline=worker.timeline.batches, totals=asdict(totals), observer_seconds=observer_seconds[0],
              worker_id=config.worker_id, **summarise(worker.timeline))
     return 0
 
