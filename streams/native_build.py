@@ -1,0 +1,71 @@
+"""Build the compiled core (``processors.native``): mypyc over ``COMPILED`` into ``.native/``.
+
+    python -m streams.native_build [build] [--force]   # a no-op while the build is current
+    python -m streams.native_build status              # which core a process runs, and why
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from processors.native import BUILD_DIR, COMPILED, MANIFEST, ROOT, build_is_current, decide, source_hashes
+
+GROUP = "edgeledger_core"
+"""mypyc's shared runtime for the group: the top-level module ``edgeledger_core__mypyc`` in the build."""
+
+_SETUP = """
+import sys
+from setuptools import setup
+from mypyc.build import mypycify
+output, temp, group, *paths = sys.argv[1:]
+setup(name="edgeledger-native", script_args=["build_ext", "--build-lib", output, "--build-temp", temp],
+      ext_modules=mypycify(paths, group_name=group, opt_level="3"))
+"""
+
+
+def build(root: Path = ROOT, force: bool = False) -> tuple[bool, str]:
+    """Compile ``COMPILED`` into ``root/.native``; returns (the build is current now, what happened)."""
+    before = source_hashes(root)
+    if not force and build_is_current(root)[0]:
+        return True, "the compiled core is current"
+    target = root / BUILD_DIR
+    with tempfile.TemporaryDirectory(prefix="edgeledger-native-") as scratch:
+        output, temp = Path(scratch) / "lib", Path(scratch) / "temp"
+        # Run from the scratch folder: setuptools would otherwise read the project's pyproject.toml.
+        process = subprocess.run(
+            [sys.executable, "-c", _SETUP, str(output), str(temp), GROUP, *(str(root / path) for path in COMPILED)],
+            cwd=scratch, capture_output=True, text=True, check=False,
+        )
+        if process.returncode != 0:
+            lines = [line for line in (process.stdout + process.stderr).splitlines() if line.strip()]
+            return False, "mypyc build failed, the pure modules will run:\n" + "\n".join(lines[-15:])
+        if source_hashes(root) != before:
+            return False, "the sources changed during the build; run it again"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(output, target)
+    manifest = {"python": sys.implementation.cache_tag, "sources": before}
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return True, f"built the compiled core into {target}"
+
+
+def main(argv: list[str]) -> int:
+    command = next((arg for arg in argv if not arg.startswith("-")), "build")
+    if command == "build":
+        ok, message = build(force="--force" in argv)
+        print(message, file=sys.stderr)
+        return 0 if ok else 1
+    if command == "status":
+        use, reason = decide()
+        print(("compiled" if use else "pure Python") + f": {reason}")
+        return 0
+    print("usage: python -m streams.native_build [build [--force] | status]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
