@@ -18,6 +18,8 @@ from processors.native import BUILD_DIR, COMPILED, MANIFEST, ROOT, build_is_curr
 GROUP = "edgeledger_core"
 """mypyc's shared runtime for the group: the top-level module ``edgeledger_core__mypyc`` in the build."""
 
+CURRENT = "the compiled core is current"
+
 _SETUP = """
 import sys
 from setuptools import setup
@@ -32,7 +34,7 @@ def build(root: Path = ROOT, force: bool = False) -> tuple[bool, str]:
     """Compile ``COMPILED`` into ``root/.native``; returns (the build is current now, what happened)."""
     before = source_hashes(root)
     if not force and build_is_current(root)[0]:
-        return True, "the compiled core is current"
+        return True, CURRENT
     target = root / BUILD_DIR
     with tempfile.TemporaryDirectory(prefix="edgeledger-native-") as scratch:
         output, temp = Path(scratch) / "lib", Path(scratch) / "temp"
@@ -57,7 +59,8 @@ def main(argv: list[str]) -> int:
     command = next((arg for arg in argv if not arg.startswith("-")), "build")
     if command == "build":
         ok, message = build(force="--force" in argv)
-        print(message, file=sys.stderr)
+        if message != CURRENT:  # quiet when there is nothing to do: ``./dev`` runs this before every command
+            print(message, file=sys.stderr)
         return 0 if ok else 1
     if command == "status":
         use, reason = decide()

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from processors import native
 from processors.queries import QueryEngine, QueryRequest
 from schemas.ontology import default_ontology
 from schemas.times import to_micros
@@ -186,6 +187,7 @@ def markdown(report: Report, command: str) -> str:
         "",
         "| measure | value | target |",
         "|---|---|---|",
+        f"| core | {'compiled (mypyc)' if native.active() else 'pure Python'}: {native.decide()[1]} | |",
         f"| events loaded (lines incl. clock events) | {load.events:,} ({load.lines:,}) | |",
         f"| load, loading thread CPU | {load.rate(load.thread_cpu_s):,.0f} events/s ({load.thread_cpu_s:.1f} s) "
         "| >= 25,000 events/s on one core |",
