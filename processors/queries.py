@@ -21,6 +21,7 @@ from schemas.results import (
     AnchorOut,
     Change,
     Counts,
+    Disposition,
     EdgeVersionOut,
     FrontierNode,
     HistoryResult,
@@ -108,7 +109,8 @@ def plan_for(request: QueryRequest, ontology: Ontology) -> Plan:
             ),
         )
     if name == "neighbourhood":
-        every = tuple((rel, d) for rel in ontology.relationships for d in ("out", "in"))
+        directions: tuple[Direction, ...] = ("out", "in")
+        every = tuple((rel, d) for rel in ontology.relationships for d in directions)
         return Plan(name, (Step(every, 1, request.depth),), request.node_types)
     if name == "traverse":
         if not request.edges:
@@ -329,7 +331,7 @@ def _changes_of(version: EdgeVersion, request: QueryRequest, within: Callable[[i
     return found
 
 
-def _disposition(has_results: bool, truncated: bool, stale: list[str]) -> tuple[str, str]:
+def _disposition(has_results: bool, truncated: bool, stale: list[str]) -> tuple[Disposition, str]:
     if has_results:
         notes = []
         if truncated:
