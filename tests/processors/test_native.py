@@ -45,6 +45,14 @@ def test_a_build_for_another_interpreter_is_not_used(project: Path) -> None:
     assert native.build_is_current(project) == (False, f"built for cpython-312, this is {sys.implementation.cache_tag}")
 
 
+def test_a_build_of_other_modules_than_the_list_is_not_used(project: Path) -> None:
+    manifest_path = project / native.BUILD_DIR / native.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["sources"]["streams/pipeline.py"] = "0" * 64
+    manifest_path.write_text(json.dumps(manifest))
+    assert not native.build_is_current(project)[0]
+
+
 def test_no_build_or_an_unreadable_manifest_means_python(project: Path) -> None:
     (project / native.BUILD_DIR / native.MANIFEST).write_text("{not json")
     assert not native.build_is_current(project)[0]
