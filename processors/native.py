@@ -72,26 +72,25 @@ def build_is_current(root: Path) -> tuple[bool, str]:
     return True, f"compiled core from {root / BUILD_DIR}"
 
 
-def decide(root: Path = ROOT) -> tuple[bool, str]:
+def decide() -> tuple[bool, str]:
     """Whether this process runs the compiled core, and why (decided once per process)."""
     global _decision
     if _decision is None:
         if os.environ.get("EDGELEDGER_NATIVE", "1") == "0":
             _decision = (False, "EDGELEDGER_NATIVE=0: pure Python")
         else:
-            _decision = build_is_current(root)
+            _decision = build_is_current(ROOT)
     return _decision
 
 
-def prefer_compiled(package_path: list[str], package: str, root: Path = ROOT) -> None:
+def prefer_compiled(package_path: list[str], package: str) -> None:
     """Called by a package's ``__init__``: look for its modules in the build first, if it is current."""
-    use, _ = decide(root)
-    if not use:
+    if not decide()[0]:
         return
-    build = str(root / BUILD_DIR)
-    if build not in sys.path:
-        sys.path.append(build)  # the group's shared runtime module is imported by top-level name
-    package_path.insert(0, str(root / BUILD_DIR / package))
+    build = ROOT / BUILD_DIR
+    if str(build) not in sys.path:
+        sys.path.append(str(build))  # the group's shared runtime module is imported by top-level name
+    package_path.insert(0, str(build / package))
 
 
 def active() -> bool:
