@@ -30,11 +30,32 @@ setup(name="edgeledger-native", script_args=["build_ext", "--build-lib", output,
 """
 
 
+FAILED = ".native-failed.json"
+"""The sources and interpreter a build last failed for: ``./dev`` runs ``build`` before every command,
+and without a C compiler each attempt would spend seconds type-checking only to fail again."""
+
+
+def _stamp(hashes: dict[str, str]) -> dict[str, object]:
+    return {"python": sys.implementation.cache_tag, "sources": hashes}
+
+
+def _failed_before(root: Path, stamp: dict[str, object]) -> bool:
+    try:
+        recorded = json.loads((root / FAILED).read_text())
+    except (OSError, ValueError):
+        return False
+    return {key: recorded.get(key) for key in stamp} == stamp
+
+
 def build(root: Path = ROOT, force: bool = False) -> tuple[bool, str]:
-    """Compile ``COMPILED`` into ``root/.native``; returns (the build is current now, what happened)."""
-    before = source_hashes(root)
+    """Compile ``COMPILED`` into ``root/.native``; returns (the build is current now, what happened).
+    A build that failed is not tried again for the same sources and interpreter unless ``force``."""
+    stamp = _stamp(source_hashes(root))
     if not force and build_is_current(root)[0]:
         return True, CURRENT
+    if not force and _failed_before(root, stamp):
+        return False, ("the compiled core failed to build from these sources before, so the pure modules run "
+                       "(python -m streams.native_build --force to try again)")
     target = root / BUILD_DIR
     with tempfile.TemporaryDirectory(prefix="edgeledger-native-") as scratch:
         output, temp = Path(scratch) / "lib", Path(scratch) / "temp"
@@ -45,13 +66,14 @@ def build(root: Path = ROOT, force: bool = False) -> tuple[bool, str]:
         )
         if process.returncode != 0:
             lines = [line for line in (process.stdout + process.stderr).splitlines() if line.strip()]
+            (root / FAILED).write_text(json.dumps(stamp, indent=1) + "\n")
             return False, "mypyc build failed, the pure modules will run:\n" + "\n".join(lines[-15:])
-        if source_hashes(root) != before:
+        if _stamp(source_hashes(root)) != stamp:
             return False, "the sources changed during the build; run it again"
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(output, target)
-    manifest = {"python": sys.implementation.cache_tag, "sources": before}
-    (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    (target / MANIFEST).write_text(json.dumps(stamp, indent=1) + "\n")
+    (root / FAILED).unlink(missing_ok=True)
     return True, f"built the compiled core into {target}"
 
 

@@ -1,4 +1,4 @@
-"""The compiled core and the pure modules it is built from reach the same state, row for row."""
+"""The compiled core: a compiled and a pure load write the same rows; a failed build is remembered."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from processors import native
 from state.kv import RocksKV
+from streams import native_build
 from tests.benchmarks.generate import generate_events
 
 BAD_LINES = ['{"kind": "change", "tenant": ', '{"kind": "gossip", "tenant": "acme", "event_id": "x"}', "[]"]
@@ -50,3 +51,23 @@ def test_compiled_and_pure_loads_write_the_same_rows(tmp_path: Path) -> None:
     assert pure_summary["dead_lettered"] == len(BAD_LINES) and pure_summary["balanced"]
     assert pure_summary["corrections"] > 0
     assert _rows(tmp_path / "pure") == _rows(tmp_path / "compiled")
+
+
+def test_a_failed_build_is_not_tried_again_for_the_same_sources(tmp_path: Path) -> None:
+    for path in native.COMPILED:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes((native.ROOT / path).read_bytes())
+    with open(tmp_path / "processors/clock.py", "a") as source:
+        source.write('\nnot_a_number: int = "seven"\n')
+
+    built, message = native_build.build(tmp_path)
+    assert not built and message.startswith("mypyc build failed")
+
+    built, message = native_build.build(tmp_path)
+    assert not built and "failed to build from these sources before" in message
+    stamp = native_build._stamp(native.source_hashes(tmp_path))
+    assert native_build._failed_before(tmp_path, stamp)
+
+    with open(tmp_path / "processors/clock.py", "a") as source:
+        source.write("\n# edited\n")
+    assert not native_build._failed_before(tmp_path, native_build._stamp(native.source_hashes(tmp_path)))
