@@ -25,6 +25,13 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _edit_manifest(project: Path, **changes: object) -> None:
+    manifest_path = project / native.BUILD_DIR / native.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest.update(changes)
+    manifest_path.write_text(json.dumps(manifest))
+
+
 def test_a_build_of_the_current_sources_is_used(project: Path) -> None:
     assert native.build_is_current(project)[0]
 
@@ -38,18 +45,12 @@ def test_an_edited_module_runs_as_python_until_the_next_build(project: Path) -> 
 
 
 def test_a_build_for_another_interpreter_is_not_used(project: Path) -> None:
-    manifest_path = project / native.BUILD_DIR / native.MANIFEST
-    manifest = json.loads(manifest_path.read_text())
-    manifest["python"] = "cpython-312"
-    manifest_path.write_text(json.dumps(manifest))
+    _edit_manifest(project, python="cpython-312")
     assert native.build_is_current(project) == (False, f"built for cpython-312, this is {sys.implementation.cache_tag}")
 
 
 def test_a_build_of_other_modules_than_the_list_is_not_used(project: Path) -> None:
-    manifest_path = project / native.BUILD_DIR / native.MANIFEST
-    manifest = json.loads(manifest_path.read_text())
-    manifest["sources"]["streams/pipeline.py"] = "0" * 64
-    manifest_path.write_text(json.dumps(manifest))
+    _edit_manifest(project, sources={**native.source_hashes(project), "streams/pipeline.py": "0" * 64})
     assert not native.build_is_current(project)[0]
 
 
