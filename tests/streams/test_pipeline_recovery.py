@@ -19,7 +19,7 @@ from streams.produce import produce_files
 from streams.replica import run_replica
 from streams.topics import Topic, ensure_topics
 from tests.benchmarks.generate import generate_events
-from tests.benchmarks.pipeline_load import count_applied
+from tests.benchmarks.pipeline_load import LogPipe, count_applied
 from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
 
 pytestmark = pytest.mark.integration
@@ -115,17 +115,35 @@ def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker,
     events, expected = stream
     topics = fresh_topics()
     ensure_topics(kafka_broker.bootstrap, topics)
-    # Idle from when they subscribe: the window must outlast their start-up, the 3 s wait and the
-    # produce, or on a busy machine both leave before the events arrive.
-    first = start_worker(tmp_path / "w1", kafka_broker.bootstrap, topics, "g-two", exit_when_idle=8)
-    second = start_worker(tmp_path / "w2", kafka_broker.bootstrap, topics, "g-two", exit_when_idle=8)
-    time.sleep(3)
-    produce_files([events], kafka_broker.bootstrap, topics, progress=False)
-    outputs = [finish(worker, 180) for worker in (first, second)]
-    counts = [json.loads(out)["events_read"] for out, _ in outputs]
+    # The events are produced only once both workers hold partitions: produced earlier, the first
+    # worker to join can apply all 20,000 before the second one's join rebalances the group (a fixed
+    # wait was not enough on a busy machine). A worker is assigned partitions only in a generation
+    # that includes both, so the second one's non-empty assignment means the split has happened.
+    # Idle from when they subscribe: the window must outlast the join and the produce.
+    workers = [LogPipe(start_worker(tmp_path / name, kafka_broker.bootstrap, topics, "g-two", exit_when_idle=8))
+               for name in ("w1", "w2")]
+    try:
+        for worker in workers:
+            assert worker.wait_for(lambda w=worker: _holds_partitions(w), 60), f"no assignment:\n{worker.tail()}"
+        produce_files([events], kafka_broker.bootstrap, topics, progress=False)
+        for worker in workers:
+            worker.process.wait(180)
+    finally:
+        for worker in workers:
+            if worker.process.poll() is None:
+                worker.process.kill()
+            worker.close()
+    assert [worker.process.returncode for worker in workers] == [0, 0], [w.tail() for w in workers]
+    counts = [json.loads("\n".join(line for _, line in worker.stdout))["events_read"] for worker in workers]
     assert all(count > 0 for count in counts), f"both workers took partitions: {counts}"
     assert sum(counts) >= 20_000
     assert comparable_state(tmp_path / "w1") | comparable_state(tmp_path / "w2") == comparable_state(expected)
     assert_exactly_once_effect(kafka_broker.bootstrap, topics, expected)
     run_replica(tmp_path / "replica", kafka_broker.bootstrap, topics, idle_exit_after=2)
     assert comparable_state(tmp_path / "replica") == comparable_state(expected), "a query replica sees it all"
+
+
+def _holds_partitions(worker: LogPipe) -> bool:
+    """The worker's latest assignment (its ``assigned [...]`` log line) names partitions."""
+    assignments = [line for _, line in list(worker.stderr) if " assigned [" in line]
+    return bool(assignments) and not assignments[-1].endswith("assigned []")
