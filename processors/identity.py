@@ -10,7 +10,6 @@ splits belong to the entity-resolution stage, not here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal, NamedTuple, Protocol
 
@@ -58,15 +57,16 @@ class Resolution(NamedTuple):
     candidates: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
 class MentionResolver:
     """Resolves the mentions of one event; registers new entities and aliases only on ``commit``."""
 
-    reader: LedgerReader
-    tenant: str
-    _planned_entities: dict[str, tuple[str, str | None]] = field(default_factory=dict)
-    """entity id -> (type, latest name mentioned)"""
-    _planned_aliases: dict[tuple[str, str], None] = field(default_factory=dict)
+    # Speed: a plain class, not a dataclass (see ``Versioner``): one is built per event.
+    def __init__(self, reader: LedgerReader, tenant: str) -> None:
+        self.reader = reader
+        self.tenant = tenant
+        self._planned_entities: dict[str, tuple[str, str | None]] = {}
+        """entity id -> (type, latest name mentioned)"""
+        self._planned_aliases: dict[tuple[str, str], None] = {}
 
     def resolve(self, mention: MentionLike) -> Resolution:
         if mention.id is not None:

@@ -15,7 +15,6 @@ conflict is flagged for review rather than resolved by guessing.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from processors.intervals import Interval, cut_from, overlaps, subtract
@@ -59,19 +58,21 @@ class Provenance(NamedTuple):
     detected_at: int | None
 
 
-@dataclass(slots=True)
 class Versioner:
     """Applies one event's operations at one transaction time ``tx``."""
 
-    ledger: PendingLedger
-    ontology: Ontology
-    tenant: str
-    event_id: str
-    tx: int
-    _sequence: int = 0
-    _closed: list[EdgeVersion] = field(default_factory=list)
-    _appended: list[EdgeVersion] = field(default_factory=list)
-    _event_digest: hashlib.blake2b | None = None
+    # Speed: a plain class, not a dataclass. One is built per event, and the ``__init__`` that
+    # ``dataclass`` generates runs as interpreted Python even in the compiled core.
+    def __init__(self, ledger: PendingLedger, ontology: Ontology, tenant: str, event_id: str, tx: int) -> None:
+        self.ledger = ledger
+        self.ontology = ontology
+        self.tenant = tenant
+        self.event_id = event_id
+        self.tx = tx
+        self._sequence = 0
+        self._closed: list[EdgeVersion] = []
+        self._appended: list[EdgeVersion] = []
+        self._event_digest: hashlib.blake2b | None = None
 
     def _next_id(self, prefix: str) -> str:
         """``derive_id(prefix, tenant, event_id, sequence)``. Speed: the event's part of the digest is
