@@ -51,10 +51,13 @@ class MentionLike(Protocol):
     def aliases(self) -> tuple[str, ...]: ...
 
 
-class Resolution(NamedTuple):
-    kind: ResolutionKind
-    entity_id: str | None
-    candidates: tuple[str, ...] = ()
+class Resolution:
+    """What a mention resolved to (a plain class: one is built per mention, see ``versioning.Fact``)."""
+
+    def __init__(self, kind: ResolutionKind, entity_id: str | None, candidates: tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self.entity_id = entity_id
+        self.candidates = candidates
 
 
 class MentionResolver:
