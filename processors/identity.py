@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Literal, NamedTuple, Protocol
+from typing import Literal
 
 from processors.model import AliasEntry, Entity
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
+from schemas.events import EntityMention
 
 _NOT_WORD = re.compile(r"[^0-9a-z]+")
 ResolutionKind = Literal["identifier", "alias", "new", "ambiguous"]
@@ -31,24 +32,24 @@ def entity_type_of(entity_id: str) -> str:
     return entity_id.split(":", 1)[0]
 
 
-class Mention(NamedTuple):
-    type: str
-    id: str | None
-    name: str | None
-    aliases: tuple[str, ...] = ()
+class Mention:
+    """An entity as an event names it. Built once per mention from the event schema's
+    ``EntityMention``: resolution reads its fields several times, and each read of a pydantic
+    model's attribute goes through the model's ``__getattr__`` hook (about 0.1 µs)."""
 
+    def __init__(self, type: str, id: str | None, name: str | None, aliases: tuple[str, ...] = ()) -> None:
+        self.type = type
+        self.id = id
+        self.name = name
+        self.aliases = aliases
 
-class MentionLike(Protocol):
-    """A ``Mention``, or anything with its fields (the event schema's ``EntityMention``)."""
+    @staticmethod
+    def of(mention: EntityMention) -> Mention:
+        return Mention(mention.type, mention.id, mention.name, mention.aliases)
 
-    @property
-    def type(self) -> str: ...
-    @property
-    def id(self) -> str | None: ...
-    @property
-    def name(self) -> str | None: ...
-    @property
-    def aliases(self) -> tuple[str, ...]: ...
+    def as_json(self) -> dict[str, object]:
+        """As the event stated it (the fields of ``EntityMention``, in its order), for a review item."""
+        return {"type": self.type, "id": self.id, "name": self.name, "aliases": list(self.aliases)}
 
 
 class Resolution:
@@ -71,7 +72,7 @@ class MentionResolver:
         """entity id -> (type, latest name mentioned)"""
         self._planned_aliases: dict[tuple[str, str], None] = {}
 
-    def resolve(self, mention: MentionLike) -> Resolution:
+    def resolve(self, mention: Mention) -> Resolution:
         if mention.id is not None:
             entity_id = f"{mention.type}:{mention.id}"
             self._plan(entity_id, mention)
@@ -93,7 +94,7 @@ class MentionResolver:
         self._plan(entity_id, mention)
         return Resolution("new", entity_id)
 
-    def _plan(self, entity_id: str, mention: MentionLike) -> None:
+    def _plan(self, entity_id: str, mention: Mention) -> None:
         planned = self._planned_entities.get(entity_id)
         if planned is None:
             self._planned_entities[entity_id] = (mention.type, mention.name)
