@@ -13,7 +13,7 @@ import re
 from functools import lru_cache
 from typing import Literal
 
-from processors.model import AliasEntry, Entity
+from processors.model import AliasEntry, Entity, new_tuple
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
 from schemas.events import EntityMention
@@ -112,9 +112,9 @@ class MentionResolver:
         for entity_id, (entity_type, name) in self._planned_entities.items():
             known = ledger.entity(self.tenant, entity_id)
             if known is None:
-                ledger.add_entity(Entity(self.tenant, entity_id, entity_type, name, tx))
+                ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, entity_type, name, tx)))
             elif name and name != known.name:
-                ledger.add_entity(Entity(self.tenant, entity_id, known.type, name, known.first_tx))
+                ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, known.type, name, known.first_tx)))
             elif name:
                 recorded_names.add((entity_id, normalise_name(name)))
         for entity_id, normalised in self._planned_aliases:

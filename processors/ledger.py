@@ -14,7 +14,16 @@ from pydantic import ValidationError
 
 from processors.clock import TransactionClock
 from processors.identity import Mention, MentionResolver, Resolution
-from processors.model import DeadLetter, EventOutcome, Heartbeat, LogicalEdge, Outcome, ReviewItem, Trace
+from processors.model import (
+    DeadLetter,
+    EventOutcome,
+    Heartbeat,
+    LogicalEdge,
+    Outcome,
+    ReviewItem,
+    Trace,
+    new_tuple,
+)
 from processors.pending import PendingLedger
 from processors.versioning import Fact, Provenance, Versioner, derive_id
 from schemas.events import (
@@ -80,11 +89,11 @@ class LedgerProcessor:
             document = self._document if isinstance(self._document, dict) else {}
             kind, tenant, source = document.get("kind"), document.get("tenant"), document.get("source")
             system = source.get("system") if isinstance(source, dict) else None
-            return EventOutcome(_text(tenant), _text(kind), _text(system), outcome, None, ledger.tx)
+            return new_tuple(EventOutcome, (_text(tenant), _text(kind), _text(system), outcome, None, ledger.tx))
         source = getattr(event, "source", None)
         detected = getattr(event, "detected_at", None)
-        return EventOutcome(getattr(event, "tenant", None), event.kind, source.system if source else None, outcome,
-                            to_micros(detected) if detected else None, ledger.tx)
+        return new_tuple(EventOutcome, (getattr(event, "tenant", None), event.kind, source.system if source else None,
+                                        outcome, to_micros(detected) if detected else None, ledger.tx))
 
     def _process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
         self._current = None

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, TypeVar
 
 Direction = Literal["out", "in"]
 Outcome = Literal["applied", "dead_lettered", "queued_for_review", "duplicate"]
@@ -56,11 +57,20 @@ class EdgeVersion(NamedTuple):
         return self.known_at(known_at) and self.valid_at(valid_at)
 
     def close_belief(self, tx: int) -> EdgeVersion:
-        # Speed: the constructor directly; ``_replace`` measured 1.39 µs against 0.87 µs.
-        return EdgeVersion(self.edge_id, self.tenant, self.src, self.rel, self.dst, self.valid_from, self.valid_to,
-                           self.tx_from, tx, self.authority, self.source_record, self.source_version, self.evidence,
-                           self.confidence, self.origin, self.supersedes, self.event_id, self.detected_at,
-                           self.phrase)
+        return new_tuple(EdgeVersion, (self.edge_id, self.tenant, self.src, self.rel, self.dst, self.valid_from,
+                                       self.valid_to, self.tx_from, tx, self.authority, self.source_record,
+                                       self.source_version, self.evidence, self.confidence, self.origin,
+                                       self.supersedes, self.event_id, self.detected_at, self.phrase))
+
+
+_T = TypeVar("_T", bound=tuple)
+
+
+def new_tuple(kind: type[_T], fields: Iterable[object]) -> _T:
+    """A NamedTuple of ``kind`` from all its fields, in order. Speed: a NamedTuple's own ``__new__``
+    runs as interpreted Python even in the compiled core (and keywords or ``_replace`` cost more);
+    the ledger builds a few per event."""
+    return tuple.__new__(kind, fields)
 
 
 class Entity(NamedTuple):
