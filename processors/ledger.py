@@ -26,6 +26,7 @@ from processors.model import (
 )
 from processors.pending import PendingLedger
 from processors.versioning import Fact, Provenance, Versioner, derive_id
+from processors.vocabulary import Vocabulary
 from schemas.events import (
     EVENT_ADAPTER,
     AliasCommand,
@@ -76,6 +77,9 @@ class LedgerProcessor:
     clock: TransactionClock
     _current: LedgerEvent | None = field(default=None, init=False, repr=False)
     _document: object | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._vocabulary = Vocabulary(self.ontology)
 
     def process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
         ledger.counts.events_read += 1
@@ -185,13 +189,13 @@ class LedgerProcessor:
                 # The fact and what remains of it: the believed versions of its edge that share its origin.
                 fact = [v for v in ledger.believed_edge(event.tenant, version.src, version.rel, version.dst)
                         if v.origin == version.origin]
-                versioner = Versioner(ledger, self.ontology, event.tenant, event.event_id, tx)
+                versioner = Versioner(ledger, self._vocabulary, event.tenant, event.event_id, tx)
                 versioner.revoke(fact, "revoke")
                 versioner.finish("revoke")
             case RevokeSourceEvent():
                 source = event.source
                 versions = ledger.believed_by_source(event.tenant, source.system, source.record, source.version)
-                versioner = Versioner(ledger, self.ontology, event.tenant, event.event_id, tx)
+                versioner = Versioner(ledger, self._vocabulary, event.tenant, event.event_id, tx)
                 versioner.revoke(versions, "revoke_source")
                 versioner.finish("revoke_source")
             case AliasCommand():
@@ -245,7 +249,7 @@ class LedgerProcessor:
         source = event.source
         detected_at = to_micros(event.detected_at)
         provenance = Provenance(source.system, source.record, source.version, detected_at)
-        versioner = Versioner(ledger, self.ontology, tenant, event.event_id, tx)
+        versioner = Versioner(ledger, self._vocabulary, tenant, event.event_id, tx)
         for stated in retractions:
             versioner.retract(stated.src, stated.rel, stated.dst, provenance.authority, stated.valid_from)
 
@@ -284,7 +288,8 @@ class LedgerProcessor:
         return mention, resolution.entity_id
 
     def _check_ontology(self, stated: _Stated, where: str, check_phrase: bool = True) -> None:
-        violation = self.ontology.violation(stated.src_type, stated.rel, stated.dst_type, stated.phrase, check_phrase)
+        violation = self._vocabulary.violation(stated.src_type, stated.rel, stated.dst_type, stated.phrase,
+                                               check_phrase)
         if violation:
             raise Rejected(f"{where}: ontology violation: {violation}")
 

@@ -32,6 +32,7 @@ COMPILED = (
     "processors/model.py",
     "processors/pending.py",
     "processors/versioning.py",
+    "processors/vocabulary.py",
     "state/codec.py",
     "state/keys.py",
     "state/store.py",

@@ -19,7 +19,7 @@ import hashlib
 from processors.intervals import Interval, cut_from, overlaps, subtract
 from processors.model import Correction, EdgeVersion, ReviewItem, new_tuple
 from processors.pending import PendingLedger
-from schemas.ontology import Ontology
+from processors.vocabulary import Vocabulary
 
 
 def _digest(*parts: str) -> hashlib.blake2b:
@@ -68,9 +68,9 @@ class Versioner:
 
     # Speed: a plain class, not a dataclass. One is built per event, and the ``__init__`` that
     # ``dataclass`` generates runs as interpreted Python even in the compiled core.
-    def __init__(self, ledger: PendingLedger, ontology: Ontology, tenant: str, event_id: str, tx: int) -> None:
+    def __init__(self, ledger: PendingLedger, vocabulary: Vocabulary, tenant: str, event_id: str, tx: int) -> None:
         self.ledger = ledger
-        self.ontology = ontology
+        self.vocabulary = vocabulary
         self.tenant = tenant
         self.event_id = event_id
         self.tx = tx
@@ -171,7 +171,7 @@ class Versioner:
 
     # -- operations ------------------------------------------------------------------------------------
     def assert_fact(self, fact: Fact, provenance: Provenance) -> None:
-        single_valued = self.ontology.is_single_valued(fact.rel)
+        single_valued = self.vocabulary.is_single_valued(fact.rel)
         if single_valued:
             believed, competing = self._believed_and_competing(fact, provenance.authority)
         else:

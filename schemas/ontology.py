@@ -1,5 +1,7 @@
 """The controlled vocabulary: entity types and relationship types with domain, range, cardinality.
 
+The ledger checks edges against it with ``processors.vocabulary``.
+
 The default lives in ``ontology.json`` beside this module; a deployment may pass its own file.
 """
 
@@ -42,32 +44,6 @@ class Ontology(BaseModel):
             if unknown:
                 raise ValueError(f"relationship {name!r} names undeclared entity types {sorted(unknown)}")
         return self
-
-    def is_single_valued(self, rel: str) -> bool:
-        spec = self.relationships.get(rel)
-        return spec is not None and spec.cardinality == "one"
-
-    def violation(self, src_type: str, rel: str, dst_type: str, phrase: str | None,
-                  check_phrase: bool = True) -> str | None:
-        """Why an edge breaks the vocabulary, or ``None`` when it fits. A retraction names an edge
-        that was asserted with its phrase, so it passes ``check_phrase=False``."""
-        if src_type not in self.entity_types:
-            return f"entity type {src_type!r} is not in the ontology"
-        if dst_type not in self.entity_types:
-            return f"entity type {dst_type!r} is not in the ontology"
-        spec = self.relationships.get(rel)
-        if spec is None:
-            return (
-                f"relationship {rel!r} is not in the vocabulary; send it as rel 'other' with the "
-                "source's wording in 'phrase' to keep it"
-            )
-        if ANY not in spec.domain and src_type not in spec.domain:
-            return f"{rel!r} cannot start at a {src_type} (domain: {', '.join(spec.domain)})"
-        if ANY not in spec.range and dst_type not in spec.range:
-            return f"{rel!r} cannot end at a {dst_type} (range: {', '.join(spec.range)})"
-        if check_phrase and spec.requires_phrase and not phrase:
-            return f"{rel!r} needs the source's own wording in 'phrase'"
-        return None
 
 
 def load_ontology(path: Path | str) -> Ontology:

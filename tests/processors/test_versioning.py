@@ -121,10 +121,12 @@ def test_ids_from_the_hashed_once_event_digest_are_derive_ids() -> None:
     replaying the same events yields the same ids as every earlier version of the ledger."""
     from processors.pending import PendingLedger
     from processors.versioning import Versioner, derive_id
+    from processors.vocabulary import Vocabulary
     from schemas.ontology import default_ontology
     from state.kv import MemoryKV
     from state.store import LedgerStore
 
-    versioner = Versioner(PendingLedger(LedgerStore(MemoryKV())), default_ontology(), "acme", "ev-\x00ü-7", 1)
+    vocabulary = Vocabulary(default_ontology())
+    versioner = Versioner(PendingLedger(LedgerStore(MemoryKV())), vocabulary, "acme", "ev-\x00ü-7", 1)
     made = [versioner._next_id(prefix) for prefix in ("e", "e", "c", "r", "e")]
     assert made == [derive_id(prefix, "acme", "ev-\x00ü-7", str(n)) for n, prefix in enumerate("eecre", 1)]
