@@ -96,8 +96,11 @@ class LogicalEdge:
     dst: str
 
 
-@dataclass(frozen=True, slots=True)
-class Correction:
+class Correction(NamedTuple):
+    """A change of belief: the versions one event closed and those it appended. A NamedTuple, built
+    with ``new_tuple``: most events make one, and a frozen dataclass's ``__init__`` cost about as
+    much as the rest of the event's versioning (interpreted, one ``object.__setattr__`` a field)."""
+
     correction_id: str
     tenant: str
     event_id: str

@@ -157,15 +157,15 @@ class Versioner:
             return
         appended = [v for v in self._appended if (v.tenant, v.edge_id) in self.ledger.versions]
         self.ledger.corrections.append(
-            Correction(
-                correction_id=self._next_id("c"),
-                tenant=self.tenant,
-                event_id=self.event_id,
-                tx_at=self.tx,
-                cause=cause,
-                old_edge_ids=tuple(v.edge_id for v in closed),
-                new_edge_ids=tuple(v.edge_id for v in appended),
-            )
+            new_tuple(Correction, (
+                self._next_id("c"),  # correction_id
+                self.tenant,
+                self.event_id,
+                self.tx,  # tx_at
+                cause,
+                tuple(v.edge_id for v in closed),  # old_edge_ids
+                tuple(v.edge_id for v in appended),  # new_edge_ids
+            ))
         )
         self.ledger.counts.corrections += 1
 

@@ -39,12 +39,17 @@ def decode_entity(data: bytes) -> Entity:
     return new_tuple(Entity, (f[0], f[1], f[2], f[3], f[4]))
 
 
-def encode_record(record: Correction | ReviewItem | DeadLetter | Heartbeat | Trace | SourceActivity) -> bytes:
+def encode_record(record: ReviewItem | DeadLetter | Heartbeat | Trace | SourceActivity) -> bytes:
     return orjson.dumps(record)
 
 
 def encode_corrections(records: list[Correction]) -> bytes:
-    return orjson.dumps(records)
+    """JSON objects, one per correction, its fields in order (as when ``Correction`` was a dataclass)."""
+    return orjson.dumps([
+        {"correction_id": c.correction_id, "tenant": c.tenant, "event_id": c.event_id, "tx_at": c.tx_at,
+         "cause": c.cause, "old_edge_ids": c.old_edge_ids, "new_edge_ids": c.new_edge_ids}
+        for c in records
+    ])
 
 
 def decode_corrections(data: bytes) -> list[Correction]:
