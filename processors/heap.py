@@ -12,6 +12,11 @@ waits, for a full pass (unfreeze, collect, freeze again) or for ``release``. A f
 (1.5 s over the 1.5 million objects a 1M-event load keeps alive), so a runner asks for it when it
 has nothing to do (``when_idle``, once ``full_every_s`` has passed); under unbroken load ``settle``
 runs it once it is ``overdue_factor`` times that late, so cyclic garbage stays bounded.
+
+While settled, the young generation is collected after 50,000 new objects rather than CPython's
+700 (``THRESHOLDS``): a batch's objects die by reference counting when it commits, and scanning them
+every 700 allocations was wasted work (2.4 % of the loading thread's instructions on a 20k-event
+load; 10,000 saved less, 200,000 no more). The thresholds in force before are restored on exit.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import gc
 import time
 from collections.abc import Callable
 from types import TracebackType
+
+THRESHOLDS = (50_000, 20, 100)
+"""``gc.set_threshold`` while a heap is settled: young, middle and old generation."""
 
 
 class SettledHeap:
@@ -32,6 +40,7 @@ class SettledHeap:
         self._last_full = clock()
         self._events = 0
         self.full_passes = 0
+        self._thresholds_before: tuple[int, int, int] | None = None
 
     def after_event(self) -> None:
         self._events += 1
@@ -61,10 +70,16 @@ class SettledHeap:
         self.full_passes += 1
 
     def release(self) -> None:
-        """Hand everything back to the collector (its next full pass looks at it all again)."""
+        """Hand everything back to the collector (its next full pass looks at it all again), with the
+        thresholds it had before."""
         gc.unfreeze()
+        if self._thresholds_before is not None:
+            gc.set_threshold(*self._thresholds_before)
+            self._thresholds_before = None
 
     def __enter__(self) -> SettledHeap:
+        self._thresholds_before = gc.get_threshold()
+        gc.set_threshold(*THRESHOLDS)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,

@@ -92,14 +92,15 @@ class LedgerWorker:
         log.info("worker %s consuming %s", self.config.worker_id, ", ".join(inputs))
         idle_since = time.monotonic()
         try:
-            while not stop.is_set():
-                self._report_lag()
-                if self.process_batch():
-                    idle_since = time.monotonic()
-                    continue
-                if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
-                    break
-                self.heap.when_idle()
+            with self.heap:
+                while not stop.is_set():
+                    self._report_lag()
+                    if self.process_batch():
+                        idle_since = time.monotonic()
+                        continue
+                    if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
+                        break
+                    self.heap.when_idle()
         finally:
             self.close()
         return self.totals

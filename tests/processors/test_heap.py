@@ -3,7 +3,7 @@
 import gc
 import weakref
 
-from processors.heap import SettledHeap
+from processors.heap import THRESHOLDS, SettledHeap
 
 
 class Node:
@@ -75,3 +75,10 @@ def test_after_event_settles_every_so_many_events() -> None:
         assert gc.get_freeze_count() == 0
         heap.after_event()
         assert gc.get_freeze_count() > 0
+
+
+def test_the_young_generation_waits_longer_while_settled_and_the_old_thresholds_come_back() -> None:
+    before = gc.get_threshold()
+    with SettledHeap():
+        assert gc.get_threshold() == THRESHOLDS
+    assert gc.get_threshold() == before
