@@ -101,6 +101,7 @@ def test_ambiguous_name_is_queued_for_review_not_guessed(ledger: Ledger) -> None
     (item,) = ledger.store.review_items("acme")
     assert item.category == "ambiguous_entity"
     assert item.details["candidates"] == ["Service:cmdb:S1", "Service:cmdb:S2"]
+    assert item.details["mention"] == {"type": "Service", "id": None, "name": "Reports", "aliases": []}
     assert item.original is not None
     assert ledger.counts.queued_for_review == 1 and ledger.counts.balanced()
     assert ledger.store.adjacent("acme", "Host:cmdb:H9", "runs_on", "in") == []
