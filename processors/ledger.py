@@ -264,12 +264,7 @@ class LedgerProcessor:
                 versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective)
 
         for stated in assertions:
-            item = stated.item
-            assert isinstance(item, Assertion)
-            valid_to = to_micros(item.valid_to) if item.valid_to else None
-            fact = Fact(stated.src, stated.rel, stated.dst, stated.valid_from, valid_to, item.evidence, item.confidence,
-                        stated.phrase)
-            versioner.assert_fact(fact, provenance)
+            versioner.assert_fact(stated.fact(), provenance)
         versioner.finish("change")
 
     @staticmethod
@@ -307,6 +302,14 @@ class _Stated:
         valid_from = item.valid_from
         self.valid_from = to_micros(valid_from) if valid_from else None
         self.phrase = item.phrase if isinstance(item, Assertion) else None
+
+    def fact(self) -> Fact:
+        """The assertion as the versioner takes it (its remaining fields read here, once)."""
+        item = self.item
+        assert isinstance(item, Assertion), "only an assertion states a fact"
+        valid_to = to_micros(item.valid_to) if item.valid_to else None
+        return Fact(self.src, self.rel, self.dst, self.valid_from, valid_to, item.evidence, item.confidence,
+                    self.phrase)
 
 
 def _original(raw: bytes | str) -> str:
