@@ -20,6 +20,8 @@ from mypy_extensions import mypyc_attr
 _STR = b"\x02"
 _INT = b"\x15"
 _INT_DESC = b"\x16"
+_INT_TAG_ABOVE = 0x15 << 64
+_INT_DESC_TAG_ABOVE = 0x16 << 64
 _SIGN = 1 << 63
 _MASK = (1 << 64) - 1
 
@@ -30,21 +32,21 @@ class Descending(int):
 
 
 def encode_str(value: str) -> bytes:
-    data = value.encode("utf-8")
-    if b"\x00" in data:
-        data = data.replace(b"\x00", b"\x00\xff")
-    return _STR + data + b"\x00\x01"
-
-
-_U64 = struct.Struct(">Q").pack
+    # Speed: test and join as text, then encode once (70 against 205 ns compiled); a NUL in
+    # the text is rare and takes the byte-level path that escapes it.
+    if "\x00" in value:
+        return _STR + value.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
+    return ("\x02" + value + "\x00\x01").encode("utf-8")
 
 
 def encode_int(value: int) -> bytes:
-    return _INT + _U64((value + _SIGN) & _MASK)
+    # Speed: the tag as the byte above the 8 of the offset value, so one ``to_bytes`` and no
+    # concatenation (110 against 162 ns compiled).
+    return (_INT_TAG_ABOVE | ((value + _SIGN) & _MASK)).to_bytes(9, "big")
 
 
 def encode_int_desc(value: int) -> bytes:
-    return _INT_DESC + _U64((~(value + _SIGN)) & _MASK)
+    return (_INT_DESC_TAG_ABOVE | ((~(value + _SIGN)) & _MASK)).to_bytes(9, "big")
 
 
 def _encode_other(part: object) -> bytes:

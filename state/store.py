@@ -35,10 +35,7 @@ earlier row holds only entries before ``t``. Within a row the entries are in the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from operator import itemgetter
 from typing import Any
-
-from mypy_extensions import mypyc_attr
 
 from processors.model import (
     Correction,
@@ -74,32 +71,25 @@ def _correction_order(correction: Correction) -> tuple[int, str]:
     return (correction.tx_at, correction.correction_id)
 
 
-_change_order = itemgetter(0, 1, 2)
-"""A ``T`` entry (tx, ``a``/``c``, edge_id) in key order."""
-
-
-def _listing_rows(table: bytes, by_tenant: dict[str, list], order: Callable[[Any], tuple],
+def _listing_rows(table: bytes, by_tenant: dict[str, list], order: Callable[[Any], tuple] | None,
                   encode: Callable[[list], bytes]) -> list[tuple[bytes, bytes]]:
-    """A batch's rows of a listing table (``T``, ``K``): per tenant, its entries in ``order``, whose
-    first part is a transaction time, in one row keyed by the latest of them."""
+    """A batch's rows of a listing table (``T``, ``K``): per tenant, its entries in ``order`` (no
+    ``order``: entries that are their own sort key), whose first part is a transaction time, in one
+    row keyed by the latest of them."""
     rows = []
     for tenant, entries in by_tenant.items():
-        entries.sort(key=order)
-        rows.append((table + pack(tenant, order(entries[-1])[0]), encode(entries)))
+        if order is None:
+            entries.sort()  # Speed: tuples compared as they are, no key tuple built per entry
+            last_tx = entries[-1][0]
+        else:
+            entries.sort(key=order)
+            last_tx = order(entries[-1])[0]
+        rows.append((table + pack(tenant, last_tx), encode(entries)))
     return rows
 
 
 class StateFormatError(ValueError):
     """The directory holds ledger state in a layout this version does not read."""
-
-
-@mypyc_attr(native_class=False)  # mypyc compiles no subclass of a builtin as a native class
-class _EncodedParts(dict[str, bytes]):
-    """Key parts encoded once: ``parts["acme"] == pack("acme")`` (tenants, node ids, relationships, sources)."""
-
-    def __missing__(self, part: str) -> bytes:
-        encoded = self[part] = pack(part)
-        return encoded
 
 
 class LedgerStore:
@@ -120,7 +110,8 @@ class LedgerStore:
         # Sources whose believed out-edges of one relationship are too many to cache: a policy that
         # applies to every service. Remembered so that their out-adjacency is not read again.
         self._too_wide: dict[tuple[str, str, str], None] = {}
-        self._parts = _EncodedParts()
+        self._parts: dict[str, bytes] = {}
+        """Key parts encoded once: ``_parts["acme"] == pack("acme")`` (tenants, node ids, relationships, sources)."""
         stored_format = kv.get(_FORMAT)
         found = stored_format or (FORMAT_VERSION if self._holds_no_versions() else b"1")  # format 1 recorded none
         if found != FORMAT_VERSION:
@@ -364,30 +355,32 @@ class LedgerStore:
         elif believed is not None and believed.pop(version.edge_id, None) is not None and not believed:
             del by_dst[version.dst]
 
+    def _encoded_part(self, part: str) -> bytes:
+        encoded = self._parts.get(part)
+        if encoded is None:
+            encoded = self._parts[part] = pack(part)
+        return encoded
+
     def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
         """The rows of each touched version: V, both A ends, and B while it is believed (put when it is
         new, deleted when it is closed); then per tenant one T row listing what was appended and closed.
         The believed-edges cache takes each version as its rows are built (one pass over the batch, not
         two); ``commit`` drops the caches if the write then fails."""
         # Speed: the value is encoded once and shared by V, A and B, and key parts that repeat
-        # (tenant, rel, node ids, sources) are encoded once and kept across batches.
-        parts = self._parts
-        if len(parts) > self._cache_entries:
-            parts.clear()
-        encode = codec.encode_version
-        put, delete = puts.append, deletes.append
+        # (tenant, rel, node ids, sources) are encoded once and kept across batches. Compiled, a
+        # direct call or ``puts.append`` beats the same through a local alias (a generic call).
+        if len(self._parts) > self._cache_entries:
+            self._parts.clear()
         changes: dict[str, list[tuple[int, str, str]]] = {}
-        keep_believed = self._keep_believed
         for version, is_new, closed_now in pending.final_versions():
-            keep_believed(version)
-            tenant, edge = parts[version.tenant], encode_str(version.edge_id)
-            rel = parts[version.rel]
-            value = encode(version)
-            tx_from = encode_int(version.tx_from)
-            recorded = tx_from + edge
-            put((b"V" + tenant + edge, value))
-            put((b"A" + tenant + parts[version.src] + rel + _OUT + recorded, value))
-            put((b"A" + tenant + parts[version.dst] + rel + _IN + recorded, value))
+            self._keep_believed(version)
+            tenant, edge = self._encoded_part(version.tenant), encode_str(version.edge_id)
+            rel = self._encoded_part(version.rel)
+            value = codec.encode_version(version)
+            recorded = encode_int(version.tx_from) + edge
+            puts.append((b"V" + tenant + edge, value))
+            puts.append((b"".join((b"A", tenant, self._encoded_part(version.src), rel, _OUT, recorded)), value))
+            puts.append((b"".join((b"A", tenant, self._encoded_part(version.dst), rel, _IN, recorded)), value))
             if is_new or closed_now:
                 changed = changes.get(version.tenant)
                 if changed is None:
@@ -397,13 +390,14 @@ class LedgerStore:
                 if closed_now and version.tx_to is not None:
                     changed.append((version.tx_to, "c", version.edge_id))
             # Source records are non-empty, so "" files the versions that name none.
-            believed_key = b"B" + tenant + parts[version.authority] + parts[version.source_record or ""] + edge
+            source = self._encoded_part(version.authority)
+            believed_key = b"".join((b"B", tenant, source, self._encoded_part(version.source_record or ""), edge))
             if is_new:
                 if version.tx_to is None:
-                    put((believed_key, value))
+                    puts.append((believed_key, value))
             elif closed_now:
-                delete(believed_key)
-        puts += _listing_rows(b"T", changes, _change_order, codec.encode_changes)
+                deletes.append(believed_key)
+        puts += _listing_rows(b"T", changes, None, codec.encode_changes)  # (tx, a/c, edge_id): key order
 
     # -- the one atomic write -----------------------------------------------------------------------------------
     def commit(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]] = ()) -> None:
