@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros_of(instant: datetime) -> int:
+    """``schemas.times.to_micros``, compiled with the core (the schemas stay interpreted): the change
+    path converts about three instants an event, and each interpreted call cost some 1,500 instructions."""
+    delta = instant - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 @dataclass

@@ -121,4 +121,4 @@ class MentionResolver:
             if not normalised or (entity_id, normalised) in recorded_names:
                 continue
             if entity_id not in ledger.alias_targets(self.tenant, normalised):
-                ledger.add_alias(AliasEntry(self.tenant, normalised, entity_id, tx))
+                ledger.add_alias(new_tuple(AliasEntry, (self.tenant, normalised, entity_id, tx)))

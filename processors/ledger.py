@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import orjson
 from pydantic import ValidationError
 
-from processors.clock import TransactionClock
+from processors.clock import TransactionClock, micros_of
 from processors.identity import Mention, MentionResolver, Resolution
 from processors.model import (
     DeadLetter,
@@ -28,7 +28,6 @@ from processors.pending import PendingLedger
 from processors.versioning import Fact, Provenance, Versioner, derive_id
 from processors.vocabulary import Vocabulary
 from schemas.events import (
-    EVENT_ADAPTER,
     AliasCommand,
     Assertion,
     ChangeEvent,
@@ -42,9 +41,9 @@ from schemas.events import (
     RevokeSourceEvent,
     SplitCommand,
     TraceEvent,
+    validate_event,
 )
 from schemas.ontology import Ontology
-from schemas.times import to_micros
 
 
 class Rejected(Exception):
@@ -97,7 +96,7 @@ class LedgerProcessor:
         source = getattr(event, "source", None)
         detected = getattr(event, "detected_at", None)
         return new_tuple(EventOutcome, (getattr(event, "tenant", None), event.kind, source.system if source else None,
-                                        outcome, to_micros(detected) if detected else None, ledger.tx))
+                                        outcome, micros_of(detected) if detected else None, ledger.tx))
 
     def _process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
         self._current = None
@@ -109,14 +108,14 @@ class LedgerProcessor:
         if not isinstance(document, dict):
             return self._dead_letter(ledger, "decode", "an event must be a JSON object", _original(raw), None)
         try:
-            event = EVENT_ADAPTER.validate_python(document)
+            event = validate_event(document)
         except ValidationError as error:
             return self._dead_letter(ledger, "validate", describe_validation_error(error), _original(raw), document)
         self._current = event
 
         if isinstance(event, ClockEvent):
             try:
-                self.clock.set_simulated(to_micros(event.now))
+                self.clock.set_simulated(micros_of(event.now))
             except ValueError as error:
                 return self._dead_letter(ledger, "validate", str(error), _original(raw), document)
             ledger.counts.applied += 1
@@ -219,8 +218,8 @@ class LedgerProcessor:
                         trace_id=event.trace_id,
                         event_id=event.event_id,
                         query=event.query,
-                        valid_at=to_micros(event.valid_at),
-                        known_at=to_micros(event.known_at),
+                        valid_at=micros_of(event.valid_at),
+                        known_at=micros_of(event.known_at),
                         edge_ids=event.edge_ids,
                         action=event.action,
                         tx_at=tx,
@@ -228,7 +227,7 @@ class LedgerProcessor:
                 )
             case HeartbeatEvent():
                 ledger.heartbeats.append(
-                    Heartbeat(event.tenant, event.source.system, to_micros(event.detected_at), tx)
+                    Heartbeat(event.tenant, event.source.system, micros_of(event.detected_at), tx)
                 )
 
     def _apply_change(self, event: ChangeEvent, ledger: PendingLedger, tx: int) -> None:
@@ -247,7 +246,7 @@ class LedgerProcessor:
         resolver.commit(ledger, tx)
 
         source = event.source
-        detected_at = to_micros(event.detected_at)
+        detected_at = micros_of(event.detected_at)
         provenance = Provenance(source.system, source.record, source.version, detected_at)
         versioner = Versioner(ledger, self._vocabulary, tenant, event.event_id, tx)
         for stated in retractions:
@@ -259,7 +258,7 @@ class LedgerProcessor:
             says_now = ledger.believed_from_record(tenant, provenance.authority, provenance.record)
             omitted = {LogicalEdge(v.src, v.rel, v.dst) for v in says_now} - asserted
             effective_at = event.effective_at
-            effective = to_micros(effective_at) if effective_at else detected_at
+            effective = micros_of(effective_at) if effective_at else detected_at
             for edge in sorted(omitted, key=lambda e: (e.src, e.rel, e.dst)):
                 versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective)
 
@@ -300,14 +299,14 @@ class _Stated:
         self.dst = dst[1]
         self.rel = item.rel
         valid_from = item.valid_from
-        self.valid_from = to_micros(valid_from) if valid_from else None
+        self.valid_from = micros_of(valid_from) if valid_from else None
         self.phrase = item.phrase if isinstance(item, Assertion) else None
 
     def fact(self) -> Fact:
         """The assertion as the versioner takes it (its remaining fields read here, once)."""
         item = self.item
         assert isinstance(item, Assertion), "only an assertion states a fact"
-        valid_to = to_micros(item.valid_to) if item.valid_to else None
+        valid_to = micros_of(item.valid_to) if item.valid_to else None
         return Fact(self.src, self.rel, self.dst, self.valid_from, valid_to, item.evidence, item.confidence,
                     self.phrase)
 

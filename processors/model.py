@@ -81,8 +81,9 @@ class Entity(NamedTuple):
     first_tx: int
 
 
-@dataclass(frozen=True, slots=True)
-class AliasEntry:
+class AliasEntry(NamedTuple):
+    """A normalised name recorded for an entity at ``tx_from`` (a NamedTuple: see ``new_tuple``)."""
+
     tenant: str
     normalised: str
     entity_id: str

@@ -6,6 +6,7 @@ dead-letter topic with its reason, never silently dropped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -170,4 +171,6 @@ LedgerEvent = Annotated[
 ]
 
 EVENT_ADAPTER: TypeAdapter[LedgerEvent] = TypeAdapter(LedgerEvent)
+validate_event: Callable[[object], LedgerEvent] = EVENT_ADAPTER.validator.validate_python
+"""``EVENT_ADAPTER.validate_python`` without the adapter's Python wrapper, an interpreted call per event."""
 EVENT_KINDS = ("change", "revoke", "revoke_source", "merge", "split", "alias", "trace", "heartbeat", "clock")
