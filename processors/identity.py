@@ -13,7 +13,7 @@ import re
 from functools import lru_cache
 from typing import Literal
 
-from processors.model import AliasEntry, Entity, new_tuple
+from processors.model import AliasEntry, Entity, fields_of, new_tuple
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
 from schemas.events import EntityMention
@@ -45,7 +45,8 @@ class Mention:
 
     @staticmethod
     def of(mention: EntityMention) -> Mention:
-        return Mention(mention.type, mention.id, mention.name, mention.aliases)
+        stated = fields_of(mention)
+        return Mention(stated["type"], stated["id"], stated["name"], stated["aliases"])
 
     def as_json(self) -> dict[str, object]:
         """As the event stated it (the fields of ``EntityMention``, in its order), for a review item."""

@@ -8,6 +8,7 @@ original text, the stage and the reason, or a review item when we abstain. Nothi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from processors.model import (
     Outcome,
     ReviewItem,
     Trace,
+    fields_of,
     new_tuple,
 )
 from processors.pending import PendingLedger
@@ -93,10 +95,12 @@ class LedgerProcessor:
             kind, tenant, source = document.get("kind"), document.get("tenant"), document.get("source")
             system = source.get("system") if isinstance(source, dict) else None
             return new_tuple(EventOutcome, (_text(tenant), _text(kind), _text(system), outcome, None, ledger.tx))
-        source = getattr(event, "source", None)
-        detected = getattr(event, "detected_at", None)
-        return new_tuple(EventOutcome, (getattr(event, "tenant", None), event.kind, source.system if source else None,
-                                        outcome, micros_of(detected) if detected else None, ledger.tx))
+        stated = fields_of(event)
+        source = stated.get("source")
+        system = fields_of(source)["system"] if source else None
+        detected = stated.get("detected_at")
+        return new_tuple(EventOutcome, (stated.get("tenant"), stated["kind"], system, outcome,
+                                        micros_of(detected) if detected else None, ledger.tx))
 
     def _process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
         self._current = None
@@ -121,7 +125,10 @@ class LedgerProcessor:
             ledger.counts.applied += 1
             return "applied"
 
-        if ledger.event_seen(event.tenant, event.event_id):
+        stated = fields_of(event)
+        tenant: str = stated["tenant"]
+        event_id: str = stated["event_id"]
+        if ledger.event_seen(tenant, event_id):
             ledger.counts.duplicates += 1
             return "duplicate"
 
@@ -134,9 +141,9 @@ class LedgerProcessor:
         except Parked as parked:
             ledger.review_items.append(
                 ReviewItem(
-                    review_id=derive_id("r", event.tenant, event.event_id, "parked"),
-                    tenant=event.tenant,
-                    event_id=event.event_id,
+                    review_id=derive_id("r", tenant, event_id, "parked"),
+                    tenant=tenant,
+                    event_id=event_id,
                     tx_at=tx,
                     category=parked.category,
                     reason=str(parked),
@@ -149,7 +156,7 @@ class LedgerProcessor:
         else:
             ledger.counts.applied += 1
             outcome = "applied"
-        ledger.mark_seen(event.tenant, event.event_id, outcome)
+        ledger.mark_seen(tenant, event_id, outcome)
         return outcome
 
     def _dead_letter(
@@ -231,33 +238,31 @@ class LedgerProcessor:
                 )
 
     def _apply_change(self, event: ChangeEvent, ledger: PendingLedger, tx: int) -> None:
-        # Speed: every field of the event is read once. A pydantic model's attribute goes through
-        # its ``__getattr__`` hook (about 0.1 µs a read), and this path used to read each several times.
-        tenant = event.tenant
+        # Speed: every field of the event is read once, from the models' ``fields_of``.
+        stated_event = fields_of(event)
+        tenant: str = stated_event["tenant"]
         resolver = MentionResolver(ledger, tenant)
-        assertions = [_Stated(item, self._resolve(resolver, item.src), self._resolve(resolver, item.dst))
-                      for item in event.assert_]
-        retractions = [_Stated(item, self._resolve(resolver, item.src), self._resolve(resolver, item.dst))
-                       for item in event.retract]
+        assertions = [self._stated(resolver, item, True) for item in stated_event["assert_"]]
+        retractions = [self._stated(resolver, item, False) for item in stated_event["retract"]]
         for index, stated in enumerate(assertions):
             self._check_ontology(stated, f"assert[{index}]")
         for index, stated in enumerate(retractions):
             self._check_ontology(stated, f"retract[{index}]", check_phrase=False)
         resolver.commit(ledger, tx)
 
-        source = event.source
-        detected_at = micros_of(event.detected_at)
-        provenance = Provenance(source.system, source.record, source.version, detected_at)
-        versioner = Versioner(ledger, self._vocabulary, tenant, event.event_id, tx)
+        source = fields_of(stated_event["source"])
+        detected_at = micros_of(stated_event["detected_at"])
+        provenance = Provenance(source["system"], source["record"], source["version"], detected_at)
+        versioner = Versioner(ledger, self._vocabulary, tenant, stated_event["event_id"], tx)
         for stated in retractions:
             versioner.retract(stated.src, stated.rel, stated.dst, provenance.authority, stated.valid_from)
 
-        if event.mode == "snapshot":
+        if stated_event["mode"] == "snapshot":
             assert provenance.record is not None
             asserted = {LogicalEdge(stated.src, stated.rel, stated.dst) for stated in assertions}
             says_now = ledger.believed_from_record(tenant, provenance.authority, provenance.record)
             omitted = {LogicalEdge(v.src, v.rel, v.dst) for v in says_now} - asserted
-            effective_at = event.effective_at
+            effective_at = stated_event["effective_at"]
             effective = micros_of(effective_at) if effective_at else detected_at
             for edge in sorted(omitted, key=lambda e: (e.src, e.rel, e.dst)):
                 versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective)
@@ -265,6 +270,10 @@ class LedgerProcessor:
         for stated in assertions:
             versioner.assert_fact(stated.fact(), provenance)
         versioner.finish("change")
+
+    def _stated(self, resolver: MentionResolver, item: Assertion | Retraction, asserted: bool) -> _Stated:
+        stated = fields_of(item)
+        return _Stated(stated, asserted, self._resolve(resolver, stated["src"]), self._resolve(resolver, stated["dst"]))
 
     @staticmethod
     def _resolve(resolver: MentionResolver, stated: EntityMention) -> tuple[Mention, str]:
@@ -289,25 +298,28 @@ class LedgerProcessor:
 
 
 class _Stated:
-    """An assertion or retraction of a change event, its fields read once, its ends resolved."""
+    """An assertion or retraction of a change event (its ``fields_of``), its fields read once, its
+    ends resolved."""
 
-    def __init__(self, item: Assertion | Retraction, src: tuple[Mention, str], dst: tuple[Mention, str]) -> None:
+    def __init__(self, item: dict[str, Any], asserted: bool, src: tuple[Mention, str],
+                 dst: tuple[Mention, str]) -> None:
         self.item = item
+        self.asserted = asserted
         self.src_type = src[0].type
         self.src = src[1]
         self.dst_type = dst[0].type
         self.dst = dst[1]
-        self.rel = item.rel
-        valid_from = item.valid_from
+        self.rel: str = item["rel"]
+        valid_from = item["valid_from"]
         self.valid_from = micros_of(valid_from) if valid_from else None
-        self.phrase = item.phrase if isinstance(item, Assertion) else None
+        self.phrase: str | None = item["phrase"] if asserted else None
 
     def fact(self) -> Fact:
         """The assertion as the versioner takes it (its remaining fields read here, once)."""
+        assert self.asserted, "only an assertion states a fact"
         item = self.item
-        assert isinstance(item, Assertion), "only an assertion states a fact"
-        valid_to = micros_of(item.valid_to) if item.valid_to else None
-        return Fact(self.src, self.rel, self.dst, self.valid_from, valid_to, item.evidence, item.confidence,
+        valid_to = micros_of(item["valid_to"]) if item["valid_to"] else None
+        return Fact(self.src, self.rel, self.dst, self.valid_from, valid_to, item["evidence"], item["confidence"],
                     self.phrase)
 
 

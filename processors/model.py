@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 Direction = Literal["out", "in"]
 Outcome = Literal["applied", "dead_lettered", "queued_for_review", "duplicate"]
@@ -71,6 +71,13 @@ def new_tuple(kind: type[_T], fields: Iterable[object]) -> _T:
     runs as interpreted Python even in the compiled core (and keywords or ``_replace`` cost more);
     the ledger builds a few per event."""
     return tuple.__new__(kind, fields)
+
+
+def fields_of(model: object) -> dict[str, Any]:
+    """A validated pydantic model's field values, by field name: pydantic keeps them in the model's
+    ``__dict__``. Speed: one attribute read per model, where each read of a pydantic model's
+    attribute goes through its ``__getattr__`` hook (about 350 instructions; some 30 an event)."""
+    return model.__dict__
 
 
 class Entity(NamedTuple):
