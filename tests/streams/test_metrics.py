@@ -11,9 +11,13 @@ import httpx
 import pytest
 import yaml
 from fastapi import FastAPI
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from processors.batch import BatchRunner
+from processors.freshness import LAG_BUCKETS_SECONDS
 from processors.model import SourceActivity
 from schemas.ontology import default_ontology
 from schemas.results import QueryOut, QueryResult
@@ -21,7 +25,7 @@ from schemas.slo import default_slo
 from state.kv import MemoryKV
 from state.store import LedgerStore
 from streams.ledger_files import make_processor
-from streams.metrics import LedgerMetrics, metrics_asgi_app, serve_metrics
+from streams.metrics import BatchedHistogram, LedgerMetrics, metrics_asgi_app, serve_metrics
 from tests.deploy.test_prometheus_rules import APP_METRICS, DASHBOARD, RULES, metric_names
 
 # A metric name in annotation text (the templates query the SLO gauges); expressions go through
@@ -219,3 +223,30 @@ def test_metrics_mount_in_the_http_api() -> None:
 
     response = asyncio.run(scrape())
     assert response.status_code == 200 and 'edgeledger_cache_requests_total{result="hit"} 1.0' in response.text
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["cmdb", "hr"]),
+                          st.floats(min_value=0, max_value=3e6) | st.sampled_from(LAG_BUCKETS_SECONDS)), max_size=60),
+       st.integers(1, 5))
+def test_the_batched_histogram_exposes_what_the_client_histogram_would(observations, batches: int) -> None:
+    """The same values, observed one by one in prometheus_client's Histogram and in batches in
+    ``BatchedHistogram``, give the same ``_bucket``, ``_count`` and ``_sum`` samples (values on a
+    bound included: a bucket counts what is <= its bound)."""
+    client_registry, batched_registry = CollectorRegistry(), CollectorRegistry()
+    client = Histogram("lag_seconds", "lag", ["source"], buckets=LAG_BUCKETS_SECONDS, registry=client_registry)
+    batched = BatchedHistogram("lag_seconds", "lag", "source", LAG_BUCKETS_SECONDS, batched_registry)
+    for source, value in observations:
+        client.labels(source).observe(value)
+    for part in range(batches):
+        for source in ("cmdb", "hr"):
+            batched.observe_all(source, [value for index, (of, value) in enumerate(observations)
+                                         if of == source and index % batches == part])
+
+    def samples(registry: CollectorRegistry) -> dict:
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(generate_latest(registry).decode())
+                for s in family.samples if not s.name.endswith("_created")}
+
+    expected = samples(client_registry)
+    assert samples(batched_registry) == pytest.approx(expected)
