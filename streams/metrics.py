@@ -204,8 +204,8 @@ class LedgerMetrics:
         changes: dict[str, int] = {}
         beats: dict[str, int] = {}
         for outcome in pending.outcomes:
-            key = (outcome.system, outcome.kind, outcome.outcome)
-            tally[key] = tally.get(key, 0) + 1
+            seen = (outcome.system, outcome.kind, outcome.outcome)
+            tally[seen] = tally.get(seen, 0) + 1
             if outcome.outcome == "applied" and outcome.system is not None and outcome.tx_at is not None:
                 if outcome.kind == "change":
                     changes[outcome.system] = max(changes.get(outcome.system, outcome.tx_at), outcome.tx_at)
