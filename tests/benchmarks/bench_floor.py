@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -38,7 +37,7 @@ from state.keys import encode_int, pack
 from state.kv import OrderedKV, RocksKV
 from state.store import LedgerStore
 from streams.ledger_files import load_files
-from tests.benchmarks.bench_ledger import TENANT, write_events
+from tests.benchmarks.bench_ledger import TENANT, generated_history
 
 
 def floor_load(state: Path, events_file: Path) -> tuple[int, float]:
@@ -145,10 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="edgeledger-floor-"))
-    try:
-        events_file = work / "events.jsonl"
-        write_events(events_file, args.events, args.entities, args.seed)
+    with generated_history("edgeledger-floor-", args.events, args.entities, args.seed) as (work, events_file):
         print(f"### The ledger against the storage floor: {args.events:,} events, {args.entities:,} entities\n")
         print(f"Command: `python -m tests.benchmarks.bench_floor --events {args.events} --entities {args.entities} "
               f"--rounds {args.rounds} --seed {args.seed}`\n")
@@ -164,8 +160,6 @@ def main(argv: list[str] | None = None) -> None:
                                              ("ledger: its RocksDB writes alone", timed.write_seconds, rows)):
                 print(f"| {round_number} | {name} | {seconds:.2f} | {changes / seconds:,.0f} | "
                       f"{seconds / changes * 1e6:.1f} | {per_event} |")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

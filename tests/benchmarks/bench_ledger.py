@@ -31,6 +31,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -99,6 +101,18 @@ def write_events(path: Path, events: int, entities: int, seed: int) -> int:
             handle.write("\n")
             lines += 1
     return lines
+
+
+@contextmanager
+def generated_history(prefix: str, events: int, entities: int, seed: int) -> Iterator[tuple[Path, Path]]:
+    """A scratch folder holding a generated history: (the folder, its ``events.jsonl``); removed after."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        events_file = work / "events.jsonl"
+        write_events(events_file, events, entities, seed)
+        yield work, events_file
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 class CollectorTimer:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from schemas.ontology import default_ontology
 from state.open import open_writer
 from streams.ledger_files import make_processor
 from streams.metrics import LedgerMetrics
-from tests.benchmarks.bench_ledger import write_events
+from tests.benchmarks.bench_ledger import generated_history
 
 
 def observed_load(state: Path, lines: list[bytes], batch: int) -> tuple[float, float, int]:
@@ -57,10 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=2_000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="edgeledger-observer-"))
-    try:
-        events_file = work / "events.jsonl"
-        write_events(events_file, args.events, args.entities, seed=7)
+    with generated_history("edgeledger-observer-", args.events, args.entities, seed=7) as (work, events_file):
         lines = events_file.read_bytes().splitlines()
         print(f"Command: `python -m tests.benchmarks.bench_observer --events {args.events} --entities {args.entities} "
               f"--batch {args.batch} --rounds {args.rounds}`\n")
@@ -71,8 +67,6 @@ def main(argv: list[str] | None = None) -> None:
             observing, total, events = observed_load(work / "state", lines, args.batch)
             print(f"| {round_number} | {observing / events * 1e6:.2f} | {total / events * 1e6:.1f} | "
                   f"{observing / total:.1%} |")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
