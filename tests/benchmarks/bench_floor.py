@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 
 from processors.batch import BATCH_EVENTS
-from schemas.events import EVENT_ADAPTER, ChangeEvent
+from schemas.events import ChangeEvent, validate_event
 from schemas.times import to_micros
 from state import codec
 from state.keys import encode_int, pack
@@ -49,7 +49,7 @@ def floor_load(state: Path, events_file: Path) -> tuple[int, float]:
     changes = tx = 0
     with open(events_file, "rb") as lines:
         for line in lines:
-            event = EVENT_ADAPTER.validate_python(orjson.loads(line))
+            event = validate_event(orjson.loads(line))
             if not isinstance(event, ChangeEvent):
                 continue
             changes += 1
