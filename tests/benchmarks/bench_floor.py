@@ -37,7 +37,7 @@ from state.keys import encode_int, pack
 from state.kv import OrderedKV, RocksKV
 from state.store import LedgerStore
 from streams.ledger_files import load_files
-from tests.benchmarks.bench_ledger import TENANT, generated_history
+from tests.benchmarks.bench_ledger import TENANT, command_line, generated_history
 
 
 def floor_load(state: Path, events_file: Path) -> tuple[int, float]:
@@ -146,8 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with generated_history("edgeledger-floor-", args.events, args.entities, args.seed) as (work, events_file):
         print(f"### The ledger against the storage floor: {args.events:,} events, {args.entities:,} entities\n")
-        print(f"Command: `python -m tests.benchmarks.bench_floor --events {args.events} --entities {args.entities} "
-              f"--rounds {args.rounds} --seed {args.seed}`\n")
+        print(f"Command: `{command_line(args, parser.prog)}`\n")
         print("| round | path | loading-thread CPU s | events/s | µs per event | RocksDB rows per event |")
         print("|---|---|---|---|---|---|")
         for round_number in range(1, args.rounds + 1):

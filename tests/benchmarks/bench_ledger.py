@@ -103,6 +103,11 @@ def write_events(path: Path, events: int, entities: int, seed: int) -> int:
     return lines
 
 
+def command_line(args: argparse.Namespace, prog: str) -> str:
+    """The command that reproduces a run: ``prog`` with every option as parsed, defaults included."""
+    return " ".join([prog, *(f"--{name.replace('_', '-')} {value}" for name, value in vars(args).items())])
+
+
 @contextmanager
 def generated_history(prefix: str, events: int, entities: int, seed: int) -> Iterator[tuple[Path, Path]]:
     """A scratch folder holding a generated history: (the folder, its ``events.jsonl``); removed after."""

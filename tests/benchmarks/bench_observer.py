@@ -22,7 +22,7 @@ from schemas.ontology import default_ontology
 from state.open import open_writer
 from streams.ledger_files import make_processor
 from streams.metrics import LedgerMetrics
-from tests.benchmarks.bench_ledger import generated_history
+from tests.benchmarks.bench_ledger import command_line, generated_history
 
 
 def observed_load(state: Path, lines: list[bytes], batch: int) -> tuple[float, float, int]:
@@ -58,8 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with generated_history("edgeledger-observer-", args.events, args.entities, seed=7) as (work, events_file):
         lines = events_file.read_bytes().splitlines()
-        print(f"Command: `python -m tests.benchmarks.bench_observer --events {args.events} --entities {args.entities} "
-              f"--batch {args.batch} --rounds {args.rounds}`\n")
+        print(f"Command: `{command_line(args, parser.prog)}`\n")
         print("| round | observe_commit µs per event | loop µs per event | observer share |")
         print("|---|---|---|---|")
         for round_number in range(1, args.rounds + 1):
