@@ -144,7 +144,7 @@ def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int) -
 # -- assembly ---------------------------------------------------------------------------------------------
 def edge_json(version: EdgeVersion, known_at: int | None = None, evidence: bool = True) -> dict[str, Any]:
     """The contract's edge shape as plain JSON; ``known_at`` hides a closing that happened after it.
-    The one definition of that shape: results wrap it, the ``edge-versions`` log writes it as is."""
+    The one definition of that shape, which results wrap."""
     tx_to = version.tx_to
     if known_at is not None and tx_to is not None and tx_to > known_at:
         tx_to = None

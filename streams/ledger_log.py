@@ -2,9 +2,15 @@
 
 Each batch writes, in this order, one record per appended or closed edge version, one per new or
 renamed entity and per new alias, and a closing ``batch`` marker with the event ids it applied and
-the input offsets it consumed. Replaying a partition's records through ``replay_into`` rebuilds the
+the input offsets it consumed. Replaying a partition's records through ``Replay`` rebuilds the
 same ledger state (what a worker that lost its disk, or a query replica, does). Every record has a
 ``record_id`` so consumers can de-duplicate re-sent outbox records.
+
+An ``edge_version`` record's ``version`` is the ledger's own encoding of the version: a JSON array
+of ``processors.model.EdgeVersion``'s fields in order, instants as integer microseconds since the
+epoch (``state.codec.encode_version``, the bytes of the stored row). Logs written before carry the
+contract's edge shape there (an object, ISO-8601 instants, plus ``detected_at_us``); ``Replay``
+reads both.
 
 Other outputs: ``edge-corrections`` (correction events), ``dead-letter`` (original bytes, stage,
 reason), ``review-queue`` (parked events and flagged conflicts).
@@ -21,8 +27,8 @@ import orjson
 from processors.model import AliasEntry, Correction, EdgeVersion, Entity
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
-from processors.queries import edge_json
 from schemas.times import format_micros, parse_micros
+from state import codec
 from streams.topics import Topic
 
 
@@ -50,17 +56,13 @@ def bounded_original(original: str | None) -> dict[str, object]:
             "original_truncated": len(original) > ORIGINAL_KEPT}
 
 
-def version_json(version: EdgeVersion) -> dict:
-    """The contract's edge shape, plus ``detected_at_us`` so a replay restores the exact instant."""
-    shape = edge_json(version)
-    shape["detected_at_us"] = version.detected_at  # the dict is new: extended in place, not copied
-    return shape
-
-
-def _version_record(version: EdgeVersion, appended: bool, closed: bool) -> dict:
+def version_record(version: EdgeVersion, appended: bool, closed: bool) -> bytes:
+    """Speed: the version as the ledger stores it. Re-shaping it as the contract's edge (five instants
+    formatted as text, a nested object) took 13 of a worker's 69 µs of main-thread time per event
+    (200k events); the log's readers decode it back to the same ``EdgeVersion`` either way."""
     state = "closed" if version.tx_to is not None else "open"
-    return {"kind": "edge_version", "record_id": f"{version.tenant}/{version.edge_id}@{state}",
-            "appended": appended, "closed": closed, "version": version_json(version)}
+    return orjson.dumps({"kind": "edge_version", "record_id": f"{version.tenant}/{version.edge_id}@{state}",
+                         "appended": appended, "closed": closed, "version": list(version)})
 
 
 CORRECTION_IDS_PER_RECORD = 100_000
@@ -93,7 +95,7 @@ def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch
     log = Topic.EDGE_VERSIONS
     for version, is_new, closed_now in pending.final_versions():
         tenants.add(version.tenant)
-        records.append(OutRecord(log, version.tenant, orjson.dumps(_version_record(version, is_new, closed_now))))
+        records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now)))
     for entity in pending.entities.values():
         tenants.add(entity.tenant)
         records.append(OutRecord(Topic.EDGE_VERSIONS, entity.tenant, orjson.dumps(
@@ -130,7 +132,18 @@ def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch
     return records
 
 
-def decode_version(data: dict) -> EdgeVersion:
+def decode_logged_version(data: list | dict) -> EdgeVersion:
+    """The ``version`` of an ``edge_version`` record: the stored encoding (an array), or, in logs
+    written before it, the contract's edge shape (an object)."""
+    if isinstance(data, dict):
+        return _from_edge_shape(data)
+    if not isinstance(data, list) or len(data) != len(EdgeVersion._fields):
+        raise ValueError(f"an edge_version record's version must be an array of {len(EdgeVersion._fields)} "
+                         f"fields ({', '.join(EdgeVersion._fields)}), got {type(data).__name__}")
+    return codec.version_from_fields(data)
+
+
+def _from_edge_shape(data: dict) -> EdgeVersion:
     source = data["source"]
     return EdgeVersion(
         edge_id=data["edge_id"], tenant=data["tenant"], src=data["src"], rel=data["rel"], dst=data["dst"],
@@ -163,7 +176,7 @@ class Replay:
             pending = self.pending
             kind = record.get("kind")
             if kind == "edge_version":
-                version = decode_version(record["version"])
+                version = decode_logged_version(record["version"])
                 key = (version.tenant, version.edge_id)
                 pending.versions[key] = version
                 if record["appended"]:

@@ -34,6 +34,7 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from streams.kafka_config import FAST_GROUP_OVERRIDES, consumer_config, producer_config
+from streams.ledger_log import decode_logged_version
 from streams.topics import Topic, TopicSettings
 from tests.benchmarks.generate import generate_events
 
@@ -199,11 +200,9 @@ class TopicTail(threading.Thread):
                                                           len(record["outcomes"])))
                     elif self.keep_versions and value.startswith(VERSION_PREFIX):
                         record = orjson.loads(value)
-                        version = record["version"]
-                        if record["appended"] and version["origin"] == version["edge_id"] \
-                                and version.get("detected_at_us") is not None:
-                            tx_from = iso_micros(version["tx_from"])
-                            self.asserted.append(Asserted(tx_from, version["detected_at_us"], created, received))
+                        version = decode_logged_version(record["version"])
+                        if record["appended"] and version.origin == version.edge_id and version.detected_at is not None:
+                            self.asserted.append(Asserted(version.tx_from, version.detected_at, created, received))
         finally:
             self.consumer.close()
 

@@ -1,18 +1,48 @@
-"""The log's version records carry exactly the contract's edge shape."""
+"""The log's records: what a replay reads back, and records too large for one Kafka record."""
 
-from processors.queries import edge_out
-from streams.ledger_log import decode_version, version_json
+import orjson
+import pytest
+
+from processors.queries import edge_json
+from state.keys import pack
+from streams.ledger_log import decode_logged_version, version_record
 from tests.harness import Ledger
 
 
-def test_log_records_match_the_contract_edge_and_round_trip(ledger: Ledger) -> None:
-    ledger.at("2026-03-01T00:00:00Z").change("cmdb", "r1", version="7").asserts(
-        "Service:cmdb:S1", "depends_on", "Service:cmdb:S2", "2025-01-01", evidence="calls it").send()
-    (version,) = ledger.versions("Service:cmdb:S1", "depends_on")
-    record = version_json(version)
-    assert {k: v for k, v in record.items() if k != "detected_at_us"} == edge_out(version).model_dump(
-        mode="json", exclude={"evidence_omitted", "corroborated_by"})
-    assert decode_version(record) == version
+def _late_corrected(ledger: Ledger) -> list:
+    """Two versions of one edge: a fact, then the same fact closed by a correction (tx_to set)."""
+    ledger.at("2026-03-01T00:00:00.250000Z").change("cmdb", "r1", version="7").asserts(
+        "Service:cmdb:S1", "owned_by", "Team:hr:T1", "2025-01-01", evidence='calls "it" \u00e9').send()
+    ledger.at("2026-03-02T00:00:00Z").change("cmdb", "r1", version="8").asserts(
+        "Service:cmdb:S1", "owned_by", "Team:hr:T2", "2025-06-01").send()
+    return ledger.versions("Service:cmdb:S1", "owned_by")
+
+
+def test_a_version_record_carries_the_stored_row_and_reads_back_as_the_same_version(ledger: Ledger) -> None:
+    versions = _late_corrected(ledger)
+    assert any(v.tx_to is not None for v in versions) and any(v.valid_to is not None for v in versions)
+    for version in versions:
+        closed = version.tx_to is not None
+        record = orjson.loads(version_record(version, appended=False, closed=closed))
+        assert record["record_id"] == f"acme/{version.edge_id}@{'closed' if closed else 'open'}"
+        assert (record["kind"], record["appended"], record["closed"]) == ("edge_version", False, closed)
+        stored = ledger.kv.get(b"V" + pack("acme", version.edge_id))
+        assert stored is not None and orjson.dumps(record["version"]) == stored
+        assert decode_logged_version(record["version"]) == version
+
+
+def test_records_in_the_earlier_edge_shape_still_read_back(ledger: Ledger) -> None:
+    """Logs written before carry the contract's edge shape plus ``detected_at_us``: replays of them work."""
+    for version in _late_corrected(ledger):
+        earlier = orjson.loads(orjson.dumps({**edge_json(version), "detected_at_us": version.detected_at}))
+        assert decode_logged_version(earlier) == version
+
+
+def test_a_version_that_is_not_the_stored_array_is_refused_with_its_reason() -> None:
+    with pytest.raises(ValueError, match="array of 19 fields"):
+        decode_logged_version(["e1", "acme"])
+    with pytest.raises(ValueError, match="got str"):
+        decode_logged_version("e1")
 
 
 def test_a_correction_too_large_for_one_record_is_sent_in_parts() -> None:

@@ -14,6 +14,7 @@ import pytest
 from state import codec
 from state.kv import RocksKV
 from streams.ledger_files import load_into
+from streams.ledger_log import decode_logged_version
 from streams.pipeline import FAILPOINT_CRASH_AFTER_COMMIT
 from streams.produce import produce_files
 from streams.replica import run_replica
@@ -58,9 +59,9 @@ def assert_exactly_once_effect(bootstrap: str, topics, expected: Path) -> None:
     assert all(all(c == same[0] for c in same) for same in copies.values()), "a re-sent record is the same record"
     seen: dict[str, bool] = {}
     for record in log:
-        version = record["version"]
-        key = f"{version['tenant']}/{version['edge_id']}"
-        seen[key] = seen.get(key, False) or version["tx_to"] is not None
+        version = decode_logged_version(record["version"])
+        key = f"{version.tenant}/{version.edge_id}"
+        seen[key] = seen.get(key, False) or version.tx_to is not None
     assert seen == final_states, "no edge version missing or extra, each in its final state"
     corrections = read_topic(bootstrap, topics.name(Topic.EDGE_CORRECTIONS))
     assert {c["correction_id"] for c in corrections} == correction_ids, "every correction emitted (after dedupe)"
