@@ -63,6 +63,12 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 
 
+FAILURES_ONLY: dict[str, Any] = {"delivery.report.only.error": True}
+"""For a producer whose sends go through ``streams.produce.deliver``, which looks only at failures:
+librdkafka then reports failed records alone, so a sent record costs no Python callback (a worker
+sends two to three records per event)."""
+
+
 def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:
     """``CONSUMER_DEFAULTS`` plus bootstrap, group id and overrides (dotted keys via ``**{"a.b": v}``)."""
     return {**CONSUMER_DEFAULTS, "bootstrap.servers": bootstrap, "group.id": group_id, **overrides}

@@ -30,7 +30,7 @@ from schemas.ontology import Ontology, default_ontology
 from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
-from streams.kafka_config import consumer_config, producer_config
+from streams.kafka_config import FAILURES_ONLY, consumer_config, producer_config
 from streams.ledger_files import make_processor
 from streams.ledger_log import OutRecord, Replay, outbox_for
 from streams.produce import deliver
@@ -73,7 +73,8 @@ class LedgerWorker:
         self.totals = BatchCounts()
         self.applied_offsets = self.bookkeeping.input_offsets()
         self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, **config.consumer_overrides))
-        self.producer = Producer(producer_config(config.bootstrap))
+        self.producer = Producer(producer_config(config.bootstrap, **FAILURES_ONLY))
+        self._topic_names = {topic: config.topics.name(topic) for topic in Topic}
         self.assigned: set[tuple[str, int]] = set()
         self._batches = 0
         self.on_consumer_lag = on_consumer_lag
@@ -234,4 +235,6 @@ class LedgerWorker:
             self.bookkeeping.trim([key for key, _ in parked])
 
     def _send(self, records: list[OutRecord]) -> None:
-        deliver(self.producer, ((self.config.topics.name(r.topic), r.key.encode(), r.value) for r in records), 30)
+        names, topics = self._topic_names, self.config.topics
+        deliver(self.producer, ((names.get(r.topic) or topics.name(r.topic), r.key.encode(), r.value)
+                                for r in records), 30)

@@ -15,7 +15,7 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 from tqdm import tqdm
 
-from streams.kafka_config import producer_config
+from streams.kafka_config import FAILURES_ONLY, producer_config
 from streams.topics import Topic, TopicSettings
 
 TOPIC_FOR_KIND = {
@@ -60,7 +60,9 @@ class RecordRefused(RuntimeError):
 def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, bytes]], timeout: float = 60,
             on_sent: Callable[[], None] | None = None) -> int:
     """Produce ``(topic, key, value)`` messages, waiting when the local queue is full, then flush;
-    raise if any was not delivered. Returns how many were sent. A record the producer refuses
+    raise if any was not delivered. Returns how many were sent. Delivery reports are served when
+    the queue is full and by the flush, not after every record (a call per record into librdkafka);
+    a producer configured with ``FAILURES_ONLY`` reports only the failures this looks at. A record the producer refuses
     outright (too large, say) stops the run with ``RecordRefused``, after the ones before it are
     flushed: a failure never takes accepted records down with it."""
     failures: list[str] = []
@@ -80,7 +82,6 @@ def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, byte
             except KafkaException as error:
                 producer.flush(timeout)
                 raise RecordRefused(error.args[0], len(value), sent) from None
-        producer.poll(0)
         sent += 1
         if on_sent is not None:
             on_sent()
@@ -102,7 +103,7 @@ def produce_lines(lines: Iterable[bytes], bootstrap: str, topics: TopicSettings 
                 yield topics.name(logical), key, line
 
     with tqdm(total=total, unit="ev", disable=not progress, desc="produce") as bar:
-        return deliver(Producer(producer_config(bootstrap)), messages(), on_sent=lambda: bar.update(1))
+        return deliver(Producer(producer_config(bootstrap, **FAILURES_ONLY)), messages(), on_sent=lambda: bar.update(1))
 
 
 def produce_files(paths: list[Path], bootstrap: str, topics: TopicSettings | None = None,

@@ -1,0 +1,35 @@
+"""``deliver`` against the embedded broker: what it sends arrives, and a failure is never silent."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from streams.broker import EmbeddedBroker
+from streams.kafka_config import FAILURES_ONLY, producer_config
+from streams.produce import deliver
+from streams.topics import Topic, TopicSettings, ensure_topics
+from tests.streams.pipeline_support import read_topic
+
+
+def test_every_record_arrives_with_failure_only_reports(kafka_broker: EmbeddedBroker) -> None:
+    topics = TopicSettings(prefix=f"deliver{uuid.uuid4().hex[:6]}.")
+    ensure_topics(kafka_broker.bootstrap, topics)
+    topic = topics.name(Topic.DEAD_LETTER)
+    records = [(topic, b"acme", b'{"n": %d}' % n) for n in range(500)]
+
+    sent = deliver(Producer(producer_config(kafka_broker.bootstrap, **FAILURES_ONLY)), records, timeout=30)
+
+    assert sent == 500
+    assert sorted(record["n"] for record in read_topic(kafka_broker.bootstrap, topic)) == list(range(500))
+
+
+def test_records_that_cannot_be_delivered_raise_with_failure_only_reports(kafka_broker: EmbeddedBroker) -> None:
+    """The worker's producer reports failures alone: they must still reach ``deliver``."""
+    missing = f"deliver-missing-{uuid.uuid4().hex[:6]}"  # never created; the producer may not create it
+    producer = Producer(producer_config(kafka_broker.bootstrap, **FAILURES_ONLY, **{"message.timeout.ms": 1500}))
+
+    with pytest.raises(RuntimeError, match="3 of 3 records were not delivered"):
+        deliver(producer, [(missing, b"acme", b"{}")] * 3, timeout=30)
