@@ -109,11 +109,16 @@ class MentionResolver:
         """Record entities that are new or renamed and aliases not yet known, at transaction time ``tx``."""
         # An entity's recorded name got its alias in the commit that recorded it (aliases are never
         # removed), so a mention repeating that name needs no alias lookup. Speed: most mentions do.
+        # Nor does an entity recorded only now: an alias is recorded with its entity or for a known
+        # one (an alias command for an unknown entity is refused), so none can name it yet. Speed:
+        # each such lookup of a name the store has never seen was a seek.
         recorded_names: set[tuple[str, str]] = set()
+        new_entities: set[str] = set()
         for entity_id, (entity_type, name) in self._planned_entities.items():
             known = ledger.entity(self.tenant, entity_id)
             if known is None:
                 ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, entity_type, name, tx)))
+                new_entities.add(entity_id)
             elif name and name != known.name:
                 ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, known.type, name, known.first_tx)))
             elif name:
@@ -121,5 +126,5 @@ class MentionResolver:
         for entity_id, normalised in self._planned_aliases:
             if not normalised or (entity_id, normalised) in recorded_names:
                 continue
-            if entity_id not in ledger.alias_targets(self.tenant, normalised):
+            if entity_id in new_entities or entity_id not in ledger.alias_targets(self.tenant, normalised):
                 ledger.add_alias(new_tuple(AliasEntry, (self.tenant, normalised, entity_id, tx)))
