@@ -67,6 +67,13 @@ _UNREAD = object()
 """A read cache's answer for a key it does not hold (``None`` is a cached 'no such entity')."""
 
 
+EncodedVersion = tuple[EdgeVersion, bool, bool, bytes]
+"""A version a batch touched, in its final state, with (is_new, closed_now) and its stored encoding."""
+LogRows = Callable[[list[EncodedVersion]], Sequence[tuple[bytes, bytes]]]
+"""Given every version a batch touched, the rows that park what the batch must emit (a worker's
+outbox), written in the batch's own WriteBatch."""
+
+
 def _correction_order(correction: Correction) -> tuple[int, str]:
     return (correction.tx_at, correction.correction_id)
 
@@ -361,11 +368,13 @@ class LedgerStore:
             encoded = self._parts[part] = pack(part)
         return encoded
 
-    def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
+    def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes],
+                      encoded: list[EncodedVersion] | None) -> None:
         """The rows of each touched version: V, both A ends, and B while it is believed (put when it is
         new, deleted when it is closed); then per tenant one T row listing what was appended and closed.
         The believed-edges cache takes each version as its rows are built (one pass over the batch, not
-        two); ``commit`` drops the caches if the write then fails."""
+        two); ``commit`` drops the caches if the write then fails. With ``encoded``, each version is
+        also listed there with its encoding."""
         # Speed: the value is encoded once and shared by V, A and B, and key parts that repeat
         # (tenant, rel, node ids, sources) are encoded once and kept across batches. Compiled, a
         # direct call or ``puts.append`` beats the same through a local alias (a generic call).
@@ -377,6 +386,8 @@ class LedgerStore:
             tenant, edge = self._encoded_part(version.tenant), encode_str(version.edge_id)
             rel = self._encoded_part(version.rel)
             value = codec.encode_version(version)
+            if encoded is not None:
+                encoded.append((version, is_new, closed_now, value))
             recorded = encode_int(version.tx_from) + edge
             puts.append((b"V" + tenant + edge, value))
             puts.append((b"".join((b"A", tenant, self._encoded_part(version.src), rel, _OUT, recorded)), value))
@@ -400,10 +411,13 @@ class LedgerStore:
         puts += _listing_rows(b"T", changes, None, codec.encode_changes)  # (tx, a/c, edge_id): key order
 
     # -- the one atomic write -----------------------------------------------------------------------------------
-    def commit(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]] = ()) -> None:
-        """Write everything a batch of events did, with their event ids, in one WriteBatch."""
+    def commit(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]] = (),
+               log_rows: LogRows | None = None) -> None:
+        """Write everything a batch of events did, with their event ids, in one WriteBatch, together
+        with ``extra_puts`` and the rows ``log_rows`` makes of the batch's versions (see ``LogRows``:
+        the versions are encoded once, for their rows and for what the batch emits)."""
         try:
-            self._write(pending, extra_puts)
+            self._write(pending, extra_puts, log_rows)
         except BaseException:
             self._drop_caches()
             raise
@@ -411,10 +425,14 @@ class LedgerStore:
         self._write_through(pending)
         self._last_tx = max(self._last_tx, pending.last_tx())
 
-    def _write(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]]) -> None:
+    def _write(self, pending: PendingLedger, extra_puts: Sequence[tuple[bytes, bytes]],
+               log_rows: LogRows | None) -> None:
         puts: list[tuple[bytes, bytes]] = list(extra_puts)
         deletes: list[bytes] = []
-        self._version_rows(pending, puts, deletes)
+        encoded: list[EncodedVersion] | None = [] if log_rows is not None else None
+        self._version_rows(pending, puts, deletes, encoded)
+        if log_rows is not None and encoded is not None:
+            puts += log_rows(encoded)
         for entity in pending.entities.values():
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
         for alias in pending.aliases:

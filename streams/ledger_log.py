@@ -29,6 +29,7 @@ from processors.pending import PendingLedger
 from processors.ports import LedgerReader
 from schemas.times import format_micros, parse_micros
 from state import codec
+from state.store import EncodedVersion
 from streams.topics import Topic
 
 
@@ -56,13 +57,19 @@ def bounded_original(original: str | None) -> dict[str, object]:
             "original_truncated": len(original) > ORIGINAL_KEPT}
 
 
-def version_record(version: EdgeVersion, appended: bool, closed: bool) -> bytes:
-    """Speed: the version as the ledger stores it. Re-shaping it as the contract's edge (five instants
-    formatted as text, a nested object) took 13 of a worker's 69 µs of main-thread time per event
-    (200k events); the log's readers decode it back to the same ``EdgeVersion`` either way."""
-    state = "closed" if version.tx_to is not None else "open"
-    return orjson.dumps({"kind": "edge_version", "record_id": f"{version.tenant}/{version.edge_id}@{state}",
-                         "appended": appended, "closed": closed, "version": list(version)})
+_VERSION_FLAGS = {(appended, closed): b',"appended":%s,"closed":%s,"version":' % (
+    orjson.dumps(appended), orjson.dumps(closed)) for appended in (False, True) for closed in (False, True)}
+
+
+def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: bytes) -> bytes:
+    """The ``edge_version`` record of a version whose stored encoding is ``encoded``: the bytes
+    ``orjson.dumps`` gives for {kind, record_id, appended, closed, version}, without decoding or
+    encoding the version again. Speed: re-shaping each version as the contract's edge (five
+    instants formatted as text, a nested object) took 13 of a worker's 69 µs of main-thread time
+    per event (200k events); the log's readers decode it back to the same ``EdgeVersion`` either way."""
+    record_id = f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
+    return b"".join((b'{"kind":"edge_version","record_id":', orjson.dumps(record_id),
+                     _VERSION_FLAGS[appended, closed], encoded, b"}"))
 
 
 CORRECTION_IDS_PER_RECORD = 100_000
@@ -88,14 +95,16 @@ def correction_records(correction: Correction) -> list[dict]:
             for number, start in enumerate(starts, 1)]
 
 
-def outbox_for(pending: PendingLedger, inputs: dict[tuple[str, int], int], batch_id: str) -> list[OutRecord]:
-    """Every record a committed batch must emit, keyed by tenant (the partitioning unit)."""
+def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: dict[tuple[str, int], int],
+               batch_id: str) -> list[OutRecord]:
+    """Every record a batch must emit, keyed by tenant (the partitioning unit); ``versions`` are
+    the batch's versions as its commit encoded them (``state.store.LogRows``)."""
     records: list[OutRecord] = []
     tenants: set[str] = set()
     log = Topic.EDGE_VERSIONS
-    for version, is_new, closed_now in pending.final_versions():
+    for version, is_new, closed_now, encoded in versions:
         tenants.add(version.tenant)
-        records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now)))
+        records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now, encoded)))
     for entity in pending.entities.values():
         tenants.add(entity.tenant)
         records.append(OutRecord(Topic.EDGE_VERSIONS, entity.tenant, orjson.dumps(

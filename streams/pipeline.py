@@ -29,7 +29,7 @@ from processors.pending import BatchCounts, PendingLedger
 from schemas.ontology import Ontology, default_ontology
 from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
-from state.store import LedgerStore
+from state.store import EncodedVersion, LedgerStore
 from streams.kafka_config import FAILURES_ONLY, consumer_config, producer_config
 from streams.ledger_files import make_processor
 from streams.ledger_log import OutRecord, Replay, outbox_for
@@ -179,9 +179,16 @@ class LedgerWorker:
             return 0
         self._batches += 1
         batch_id = f"{self.config.worker_id}-{self._batches}-{min(consumed.values())}"
-        records = outbox_for(pending, consumed, batch_id)
-        outbox_puts, outbox_keys = self.bookkeeping.outbox_puts([(r.topic, r.key, r.value) for r in records])
-        self.store.commit(pending, [*self.bookkeeping.offset_puts(consumed), *outbox_puts])
+        records: list[OutRecord] = []
+        outbox_keys: list[bytes] = []
+
+        def outbox(versions: list[EncodedVersion]) -> list[tuple[bytes, bytes]]:
+            records.extend(outbox_for(pending, versions, consumed, batch_id))
+            puts, keys = self.bookkeeping.outbox_puts([(r.topic, r.key, r.value) for r in records])
+            outbox_keys.extend(keys)
+            return puts
+
+        self.store.commit(pending, self.bookkeeping.offset_puts(consumed), outbox)
         self.applied_offsets.update(consumed)
         self.totals.add(pending.counts)
         for observe in self.observers:

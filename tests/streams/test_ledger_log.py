@@ -22,13 +22,25 @@ def test_a_version_record_carries_the_stored_row_and_reads_back_as_the_same_vers
     versions = _late_corrected(ledger)
     assert any(v.tx_to is not None for v in versions) and any(v.valid_to is not None for v in versions)
     for version in versions:
-        closed = version.tx_to is not None
-        record = orjson.loads(version_record(version, appended=False, closed=closed))
-        assert record["record_id"] == f"acme/{version.edge_id}@{'closed' if closed else 'open'}"
-        assert (record["kind"], record["appended"], record["closed"]) == ("edge_version", False, closed)
         stored = ledger.kv.get(b"V" + pack("acme", version.edge_id))
-        assert stored is not None and orjson.dumps(record["version"]) == stored
-        assert decode_logged_version(record["version"]) == version
+        assert stored is not None
+        for appended, closed in [(False, False), (False, True), (True, False), (True, True)]:
+            raw = version_record(version, appended, closed, stored)
+            record = orjson.loads(raw)
+            state = "closed" if version.tx_to is not None else "open"
+            assert raw == orjson.dumps({"kind": "edge_version", "record_id": f"acme/{version.edge_id}@{state}",
+                                        "appended": appended, "closed": closed, "version": list(version)})
+            assert decode_logged_version(record["version"]) == version
+
+
+def test_a_record_id_with_characters_json_escapes_is_still_valid_json() -> None:
+    from processors.model import EdgeVersion
+    from state import codec
+
+    version = EdgeVersion('e"1\\', 'ten"ant\n\u00e9', "A:x", "owned_by", "B:y", None, None, 5, None, "cmdb", None, None,
+                          "", 1.0, 'e"1\\', (), "ev", None)
+    raw = version_record(version, True, False, codec.encode_version(version))
+    assert orjson.loads(raw)["record_id"] == 'ten"ant\n\u00e9/e"1\\@open'
 
 
 def test_records_in_the_earlier_edge_shape_still_read_back(ledger: Ledger) -> None:
