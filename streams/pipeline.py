@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 
 from processors.heap import SettledHeap
 from processors.pending import BatchCounts, PendingLedger
@@ -158,9 +158,28 @@ class LedgerWorker:
 
     # -- the loop ------------------------------------------------------------------------------------
     def process_batch(self) -> int:
-        messages = self.consumer.consume(num_messages=self.config.batch_max, timeout=self.config.poll_timeout)
+        """One consume-process-produce round; returns how many input records it applied. Each stage is
+        a method of its own, so a benchmark can time them by overriding (``tests.benchmarks.pipeline_load``)."""
+        messages = self._consume()
         if not messages:
             return 0
+        pending, consumed = self._apply(messages)
+        if not consumed:
+            return 0
+        records, outbox_keys = self._commit(pending, consumed)
+        self._observe(pending)
+        if self._batches == self._crash_after_commit:
+            os._exit(CRASH_EXIT_CODE)
+        self._send(records)
+        self.bookkeeping.trim(outbox_keys)
+        self._commit_offsets(consumed)
+        return len(consumed)
+
+    def _consume(self) -> list[Message]:
+        return self.consumer.consume(num_messages=self.config.batch_max, timeout=self.config.poll_timeout)
+
+    def _apply(self, messages: list[Message]) -> tuple[PendingLedger, dict[tuple[str, int], int]]:
+        """Run the ledger's processor over the batch; the last offset applied per (topic, partition)."""
         pending = PendingLedger(self.store)
         consumed: dict[tuple[str, int], int] = {}
         for message in messages:
@@ -175,15 +194,19 @@ class LedgerWorker:
             self.processor.process(message.value() or b"", pending)
             self.heap.after_event()
             consumed[position] = message.offset()
-        if not consumed:
-            return 0
+        return pending, consumed
+
+    def _commit(self, pending: PendingLedger,
+                consumed: dict[tuple[str, int], int]) -> tuple[list[OutRecord], list[bytes]]:
+        """The batch's state, its input offsets and its outbox in one WriteBatch; returns the records to
+        send and the outbox rows to trim once they are sent."""
         self._batches += 1
         batch_id = f"{self.config.worker_id}-{self._batches}-{min(consumed.values())}"
         records: list[OutRecord] = []
         outbox_keys: list[bytes] = []
 
         def outbox(versions: list[EncodedVersion]) -> list[tuple[bytes, bytes]]:
-            records.extend(outbox_for(pending, versions, consumed, batch_id))
+            records.extend(self._outbox(pending, versions, consumed, batch_id))
             puts, keys = self.bookkeeping.outbox_puts([(r.topic, r.key, r.value) for r in records])
             outbox_keys.extend(keys)
             return puts
@@ -191,15 +214,19 @@ class LedgerWorker:
         self.store.commit(pending, self.bookkeeping.offset_puts(consumed), outbox)
         self.applied_offsets.update(consumed)
         self.totals.add(pending.counts)
+        return records, outbox_keys
+
+    def _outbox(self, pending: PendingLedger, versions: list[EncodedVersion],
+                consumed: dict[tuple[str, int], int], batch_id: str) -> list[OutRecord]:
+        return outbox_for(pending, versions, consumed, batch_id)
+
+    def _observe(self, pending: PendingLedger) -> None:
         for observe in self.observers:
             observe(pending)
-        if self._batches == self._crash_after_commit:
-            os._exit(CRASH_EXIT_CODE)
-        self._send(records)
-        self.bookkeeping.trim(outbox_keys)
+
+    def _commit_offsets(self, consumed: dict[tuple[str, int], int]) -> None:
         self.consumer.commit(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in consumed.items()],
                              asynchronous=True)
-        return len(consumed)
 
     def _rebuild_partition(self, partition: int, quiet_for: float = 1.0) -> None:
         """Replay ``edge-versions[partition]`` into local state, restoring the input offsets it records.

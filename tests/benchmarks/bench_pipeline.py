@@ -1,7 +1,7 @@
 """The streaming pipeline on the embedded broker: throughput, freshness lag, restart.
 
     python -m tests.benchmarks.bench_pipeline [--quick] [--events N] [--rounds R] [--rate R] [--seconds S]
-        [--warmup S] [--trials T] [--variants NAME,...] [--only throughput,profile,freshness,restart]
+        [--warmup S] [--trials T] [--variants NAME,...] [--only throughput,stages,freshness,restart]
 
 Every run gets its own embedded Tansu broker (``streams.broker.EmbeddedBroker``, memory-only, started
 and stopped here), its own topics and a state directory under one temporary directory that is removed
@@ -27,8 +27,8 @@ Workers always run in their own processes, never on a thread of this one.
    metrics overhead is given three ways: steady rate a vs b, CPU time per event a vs b, and the time
    spent inside ``observe_commit`` (measured in a).
 
-   **Profile**: one more bare worker (with metrics) under cProfile over min(N, 40,000) events, its
-   ``process_batch`` split into stages.
+   **Stages**: one more bare worker (with metrics) over the N events, its ``process_batch`` split by
+   stage timers (``pipeline_load.TimedWorker``): wall and main-thread CPU per stage.
 
 2. **Freshness lag.** A producer thread here sends change events at a paced ``--rate`` (2,000/s) for
    ``--seconds`` (30; quick 10), each with ``detected_at`` = the wall clock just before it was
@@ -261,63 +261,48 @@ def throughput(n_events: int, rounds: int, work: Path) -> list[ThroughputRun]:
     return runs
 
 
-STAGES = (
-    ("consume (librdkafka fetch queue; includes waiting for data)", "<method 'consume' of 'cimpl.Consumer' objects>",
-     None),
-    ("process: decode, validate, resolve, version (processors.ledger)", "process", "processors/ledger.py"),
-    ("outbox_for: build edge-versions/corrections records (edge_out + orjson)", "outbox_for",
-     "streams/ledger_log.py"),
-    ("outbox_puts: encode the outbox rows", "outbox_puts", "state/pipeline_store.py"),
-    ("store.commit: ledger rows + offsets + outbox in one WriteBatch", "commit", "state/store.py"),
-    ("observe_commit (metrics)", "observe_commit", "streams/metrics.py"),
-    ("_send: produce + flush (waits for the broker's acks)", "_send", "streams/pipeline.py"),
-    ("trim: delete the sent outbox rows", "trim", "state/pipeline_store.py"),
-    ("consumer.commit (async offsets)", "<method 'commit' of 'cimpl.Consumer' objects>", None),
-)
+STAGE_LABELS = {
+    "consume": "consume: the fetched records (librdkafka's queue)",
+    "apply": "apply: decode, validate, resolve, version (the compiled core)",
+    "commit": "commit: the batch's rows, input offsets and outbox in one RocksDB WriteBatch",
+    "outbox": "outbox: the edge-versions, corrections and batch-marker records (inside the commit)",
+    "observe": "observe: the metrics observer",
+    "send": "send: produce and flush (waits for the broker's acknowledgements)",
+}
+"""``tests.benchmarks.pipeline_load.STAGES``, as the report names them."""
 
 
 @dataclass
-class Profile:
+class StageSplit:
     events: int
     rate: float | None
-    total: float
-    stages: list[tuple[str, float]]
-    top: list[tuple[str, int, float, float]]
-    """(function, calls, own seconds, cumulative seconds)."""
+    busy: tuple[float, float]
+    """Wall and main-thread CPU seconds of the batches that applied something."""
+    stages: dict[str, tuple[float, float]]
+    cpu_per_event_us: float | None
+    """The worker process's CPU (all threads) per event in the steady window."""
 
 
-def profile_worker(lines: list[bytes], work: Path) -> Profile:
-    """One bare worker (metrics observer on) under cProfile over pre-produced ``lines``."""
-    import pstats
-
+def stage_split(lines: list[bytes], work: Path) -> StageSplit:
+    """One more bare worker (metrics observer on) over pre-produced ``lines``: its stage timers."""
     with EmbeddedBroker() as broker:
         topics = fresh_topics(broker.bootstrap)
         produce_lines(lines, broker.bootstrap, topics)
-        state = work / "profiled"
-        output = work / "worker.prof"
-        process, pipe, _ = spawn(worker_command(state, broker.bootstrap, topics, "bench-profile", metrics=True,
-                                                exit_when_idle=IDLE_EXIT, profile=output))
+        state = work / "stages"
+        process, pipe, _ = spawn(worker_command(state, broker.bootstrap, topics, "bench-stages", metrics=True,
+                                                exit_when_idle=IDLE_EXIT))
         try:
             process.wait(3600)
         finally:
             stop_process(process)
             pipe.close()
         if process.returncode != 0:
-            raise RuntimeError(f"profiled worker exited {process.returncode}:\n{pipe.tail()}")
-    done = next(event for event in pipe.json_events() if event["event"] == "done")
-    profile_rows = pstats.Stats(str(output)).stats  # {(file, line, function): (cc, nc, own, cumulative, callers)}
+            raise RuntimeError(f"worker exited {process.returncode}:\n{pipe.tail()}")
     shutil.rmtree(state, ignore_errors=True)
-
-    def cumulative(function: str, file: str | None) -> float:
-        return sum(row[3] for (path, _, name), row in profile_rows.items()
-                   if name == function and (file is None or path.endswith(file)))
-
-    total = cumulative("process_batch", "streams/pipeline.py")
-    stages = [(label, cumulative(function, file)) for label, function, file in STAGES]
-    top = sorted(((f"{Path(path).parent.name}/{Path(path).name}:{line}({name})" if path != "~" else name,
-                   row[1], row[2], row[3]) for (path, line, name), row in profile_rows.items()),
-                 key=lambda item: -item[2])[:15]
-    return Profile(done["events"], done.get("steady_rate"), total, stages, top)
+    done = next(event for event in pipe.json_events() if event["event"] == "done")
+    return StageSplit(done["events"], done.get("steady_rate"), tuple(done["stage_batches"]),
+                      {stage: tuple(seconds) for stage, seconds in done["stages"].items()},
+                      done.get("cpu_per_event_us"))
 
 
 # -- 2. freshness -----------------------------------------------------------------------------------------------------
@@ -598,7 +583,7 @@ def source_state() -> str:
 
 
 def report(args: argparse.Namespace, command: str, loads: tuple[str, str], tp: list[ThroughputRun],
-           profile: Profile | None, fresh: list[FreshnessRun], restarts: list[RestartRun], elapsed: float) -> str:
+           split: StageSplit | None, fresh: list[FreshnessRun], restarts: list[RestartRun], elapsed: float) -> str:
     out: list[str] = []
     emit = out.append
     emit("# Pipeline benchmark (embedded broker)\n")
@@ -671,27 +656,23 @@ def report(args: argparse.Namespace, command: str, loads: tuple[str, str], tp: l
                  "with the other load on this machine by far more than 5 % from run to run; CPU per event and "
                  "the time inside the observer do not.\n")
 
-    if profile is not None:
-        emit(f"### Where the worker's time goes (cProfile, bare worker + metrics, {profile.events:,} events; "
-             f"{fmt(profile.rate, 0)} events/s under the profiler)\n")
-        waiting = profile.stages[0][1]
-        work_s = profile.total - waiting
-        emit("The profiler slows Python code more than C code, so read the shares, not the seconds. *consume* is "
-             "mostly waiting (for the group join, the fetch, and the idle seconds before exit), so the shares are "
-             "of the rest, the worker's own work.\n")
-        emit("| stage of `process_batch` | seconds | share of work |")
-        emit("|---|---|---|")
-        for label, seconds in profile.stages:
-            share = "" if seconds is waiting else f"{100 * seconds / work_s:.1f} %"
-            emit(f"| {label} | {seconds:.2f} | {share} |")
-        other = work_s - sum(seconds for _, seconds in profile.stages[1:])
-        emit(f"| other (loop, offsets bookkeeping, lag report) | {other:.2f} | {100 * other / work_s:.1f} % |")
-        emit(f"| **process_batch total** (work) | {profile.total:.2f} ({work_s:.2f}) | 100 % |")
-        emit("")
-        emit("| top functions by own time | calls | own s | cumulative s |")
+    if split is not None:
+        per_event = 1e6 / split.events
+        emit(f"### Where the worker's time goes (stage timers, bare worker + metrics, {split.events:,} events; "
+             f"steady {fmt(split.rate, 0)} events/s)\n")
+        emit("Timed around each stage method of `LedgerWorker.process_batch` in the batches that applied "
+             "something (empty polls are idle time). Main-thread CPU excludes librdkafka's and RocksDB's own "
+             f"threads; the whole process used {fmt(split.cpu_per_event_us)} µs of CPU per event.\n")
+        emit("| stage | wall µs per event | main-thread CPU µs per event | share of the main thread |")
         emit("|---|---|---|---|")
-        for name, calls, own, cumulative in profile.top:
-            emit(f"| `{name}` | {calls:,} | {own:.2f} | {cumulative:.2f} |")
+        for stage, (wall, cpu) in split.stages.items():
+            emit(f"| {STAGE_LABELS[stage]} | {wall * per_event:.1f} | {cpu * per_event:.1f} | "
+                 f"{100 * cpu / split.busy[1]:.1f} % |")
+        other_wall = split.busy[0] - sum(wall for wall, _ in split.stages.values())
+        other_cpu = split.busy[1] - sum(cpu for _, cpu in split.stages.values())
+        emit(f"| other: trim the outbox, commit offsets, the loop | {other_wall * per_event:.1f} | "
+             f"{other_cpu * per_event:.1f} | {100 * other_cpu / split.busy[1]:.1f} % |")
+        emit(f"| **batches in all** | {split.busy[0] * per_event:.1f} | {split.busy[1] * per_event:.1f} | 100 % |")
         emit("")
 
     if fresh:
@@ -781,8 +762,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=None,
                         help=f"freshness variants, comma-separated (all: {', '.join(v.name for v in VARIANTS)}; "
                              "quick: defaults)")
-    parser.add_argument("--only", default="throughput,profile,freshness,restart",
-                        help="scenarios to run (default: throughput,profile,freshness,restart)")
+    parser.add_argument("--only", default="throughput,stages,freshness,restart",
+                        help="scenarios to run (default: throughput,stages,freshness,restart)")
     args = parser.parse_args(argv)
     args.events = args.events or (QUICK_EVENTS if args.quick else DEFAULT_EVENTS)
     args.seconds = args.seconds or (10.0 if args.quick else 30.0)
@@ -796,15 +777,14 @@ def main(argv: list[str] | None = None) -> int:
     tp: list[ThroughputRun] = []
     fresh: list[FreshnessRun] = []
     restarts: list[RestartRun] = []
-    profile: Profile | None = None
+    split: StageSplit | None = None
     work = Path(tempfile.mkdtemp(prefix="edgeledger-bench-pipeline-"))
     try:
         if "throughput" in only:
             tp = throughput(args.events, args.rounds, work)
-        if "profile" in only:
-            n_profiled = min(args.events, 40_000)
-            log(f"profile: bare worker + metrics under cProfile, {n_profiled:,} events")
-            profile = profile_worker(event_lines(n_profiled), work)
+        if "stages" in only:
+            log(f"stages: bare worker + metrics, stage timers, {args.events:,} events")
+            split = stage_split(event_lines(args.events), work)
         if "freshness" in only:
             for variant in variants:
                 log(f"freshness: {variant.name} ({variant.describe()}), {args.rate:.0f}/s for {args.seconds:.0f} s, "
@@ -822,7 +802,7 @@ def main(argv: list[str] | None = None) -> int:
                     restarts.append(run)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(report(args, command, (load_before, load()), tp, profile, fresh, restarts, time.perf_counter() - started))
+    print(report(args, command, (load_before, load()), tp, split, fresh, restarts, time.perf_counter() - started))
     return 0
 
 

@@ -295,7 +295,7 @@ def run_command(state: Path, bootstrap: str, topics: TopicSettings, group: str, 
 
 def worker_command(state: Path, bootstrap: str, topics: TopicSettings, group: str, metrics: bool,
                    exit_when_idle: float | None, consumer_overrides: dict | None = None,
-                   profile: Path | None = None, poll_timeout: float | None = None,
+                   poll_timeout: float | None = None,
                    batch_max: int | None = None, eager: bool = False) -> list[str]:
     """A bare ``TimedWorker`` in its own process (this module's ``worker`` command)."""
     command = [sys.executable, "-m", "tests.benchmarks.pipeline_load", "worker", "--state", str(state),
@@ -304,8 +304,6 @@ def worker_command(state: Path, bootstrap: str, topics: TopicSettings, group: st
         command.append("--metrics")
     if exit_when_idle is not None:
         command += ["--exit-when-idle", str(exit_when_idle)]
-    if profile is not None:
-        command += ["--profile", str(profile)]
     if poll_timeout is not None:
         command += ["--poll-timeout", str(poll_timeout)]
     if batch_max is not None:
@@ -344,6 +342,35 @@ class Timeline:
     """The process's CPU time (all threads: Python, librdkafka, RocksDB) at the end of each batch."""
 
 
+STAGES = ("consume", "apply", "commit", "outbox", "observe", "send")
+"""``LedgerWorker``'s stage methods that ``TimedWorker`` times in the batches that apply something
+(``commit`` without ``outbox``, which it calls)."""
+
+
+class StageClock:
+    """Wall and thread CPU seconds per stage, summed over a run (four clock reads per call)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {stage: [0.0, 0.0] for stage in STAGES}
+
+    @staticmethod
+    def now() -> tuple[float, float]:
+        return time.perf_counter(), time.thread_time()
+
+    def add(self, stage: str, since: tuple[float, float]) -> None:
+        spent = self.seconds[stage]
+        spent[0] += time.perf_counter() - since[0]
+        spent[1] += time.thread_time() - since[1]
+
+    @contextlib.contextmanager
+    def timing(self, stage: str):
+        since = self.now()
+        try:
+            yield
+        finally:
+            self.add(stage, since)
+
+
 def _make_timed_worker():
     from streams.pipeline import LedgerWorker
 
@@ -352,6 +379,36 @@ def _make_timed_worker():
             super().__init__(*args, **kwargs)
             self.timeline = Timeline(constructed=time.time())
             self.announce = announce or (lambda event, **data: None)
+            self.stages = StageClock()
+            self.busy = [0.0, 0.0]
+            """Wall and thread CPU seconds in the batches that applied something."""
+
+        def _consume(self):
+            since = self.stages.now()
+            messages = super()._consume()
+            if messages:  # an empty poll is idle time, outside the batches measured
+                self.stages.add("consume", since)
+            return messages
+
+        def _apply(self, messages):
+            with self.stages.timing("apply"):
+                return super()._apply(messages)
+
+        def _commit(self, pending, consumed):
+            with self.stages.timing("commit"):
+                return super()._commit(pending, consumed)
+
+        def _outbox(self, pending, versions, consumed, batch_id):
+            with self.stages.timing("outbox"):
+                return super()._outbox(pending, versions, consumed, batch_id)
+
+        def _observe(self, pending):
+            with self.stages.timing("observe"):
+                super()._observe(pending)
+
+        def _send(self, records):
+            with self.stages.timing("send"):
+                super()._send(records)
 
         def _on_assign(self, consumer, partitions) -> None:
             super()._on_assign(consumer, partitions)
@@ -360,10 +417,12 @@ def _make_timed_worker():
                 self.announce("assigned", t=self.timeline.assigned)
 
         def process_batch(self) -> int:
-            start = time.time()
+            start, wall, cpu = time.time(), time.perf_counter(), time.thread_time()
             before = self.totals.events_read
             result = super().process_batch()
             if result:
+                self.busy[0] += time.perf_counter() - wall
+                self.busy[1] += time.thread_time() - cpu
                 end = time.time()
                 self.timeline.batches.append((start, end, self.totals.events_read - before))
                 self.timeline.cpu.append(time.process_time())
@@ -439,7 +498,6 @@ def _worker_main(argv: list[str]) -> int:
     parser.add_argument("--metrics", action="store_true", help="LedgerMetrics.observe_commit as observer, as run")
     parser.add_argument("--exit-when-idle", type=float)
     parser.add_argument("--consumer-option", action="append", default=[])
-    parser.add_argument("--profile", type=Path, help="write a cProfile of the worker loop here")
     parser.add_argument("--poll-timeout", type=float, help="WorkerConfig.poll_timeout (default 0.05 s)")
     parser.add_argument("--batch-max", type=int, help="WorkerConfig.batch_max (default 2000)")
     parser.add_argument("--eager", action="store_true",
@@ -482,16 +540,11 @@ def _worker_main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    if args.profile is not None:
-        import cProfile
-
-        profiler = cProfile.Profile()
-        totals = profiler.runcall(worker.run, stop, args.exit_when_idle)
-        profiler.dump_stats(str(args.profile))
-    else:
-        totals = worker.run(stop, args.exit_when_idle)
+    totals = worker.run(stop, args.exit_when_idle)
+    stages = dict(worker.stages.seconds)
+    stages["commit"] = [c - o for c, o in zip(stages["commit"], stages["outbox"], strict=True)]
     announce("done", timeline=worker.timeline.batches, totals=asdict(totals), observer_seconds=observer_seconds[0],
-             worker_id=config.worker_id, **summarise(worker.timeline))
+             worker_id=config.worker_id, stages=stages, stage_batches=worker.busy, **summarise(worker.timeline))
     return 0
 
 
