@@ -25,26 +25,18 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from processors.model import EdgeVersion, SourceActivity
+from processors.commit_summary import MICROS_PER_SECOND
+from processors.model import SourceActivity
 from processors.queries import StaleSources
 from schemas.ontology import Ontology
 from schemas.slo import SloConfig, SourceState, SourceStatus
 from schemas.times import from_micros
 
-MICROS_PER_SECOND = 1_000_000
 LAG_QUANTILES = (0.5, 0.95, 0.99)
 FOURTEEN_DAYS_SECONDS = 14 * 24 * 3600
 
 
 # -- lag -------------------------------------------------------------------------------------------------
-def lag_micros(version: EdgeVersion) -> int | None:
-    """The freshness lag of the fact this version first asserts, or ``None`` when it is not measured
-    here (a remainder of an older fact, or no ``detected_at``)."""
-    if version.origin != version.edge_id or version.detected_at is None:
-        return None
-    return max(0, version.tx_from - version.detected_at)
-
-
 def exponential_buckets(start: float, factor: float, at_least: float) -> tuple[float, ...]:
     """Upper bounds ``start * factor**i`` (to 12 significant digits, for readable ``le`` labels)
     from ``start`` until one reaches ``at_least``."""

@@ -26,6 +26,7 @@ from pathlib import Path
 COMPILED = (
     "processors/batch.py",
     "processors/clock.py",
+    "processors/commit_summary.py",
     "processors/heap.py",
     "processors/identity.py",
     "processors/intervals.py",

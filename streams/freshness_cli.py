@@ -18,7 +18,8 @@ import typer
 from hdrh.histogram import HdrHistogram
 from pydantic import BaseModel, ConfigDict
 
-from processors.freshness import MICROS_PER_SECOND, assess_silence, lag_micros
+from processors.commit_summary import MICROS_PER_SECOND, lag_micros
+from processors.freshness import assess_silence
 from processors.model import EdgeVersion
 from schemas.slo import SloConfig, slo_or_default
 from schemas.times import format_micros, parse_micros

@@ -24,7 +24,8 @@ from prometheus_client.asgi import make_asgi_app
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from processors.freshness import LAG_BUCKETS_SECONDS, MICROS_PER_SECOND, lag_micros
+from processors.commit_summary import MICROS_PER_SECOND, summarise_commit
+from processors.freshness import LAG_BUCKETS_SECONDS
 from processors.model import SourceActivity
 from processors.pending import PendingLedger
 from schemas.events import EVENT_KINDS
@@ -199,45 +200,19 @@ class LedgerMetrics:
     def observe_commit(self, pending: PendingLedger) -> None:
         """Count a committed batch: events by source/kind/outcome, the freshness lag of each newly
         asserted fact, corrections by source, and the newest change and heartbeat per source."""
-        # Speed: outcomes are tallied as they are, and labelled once per distinct (system, kind, outcome).
-        tally: dict[tuple[str | None, str | None, str], int] = {}
-        changes: dict[str, int] = {}
-        beats: dict[str, int] = {}
-        for outcome in pending.outcomes:
-            seen = (outcome.system, outcome.kind, outcome.outcome)
-            tally[seen] = tally.get(seen, 0) + 1
-            if outcome.outcome == "applied" and outcome.system is not None and outcome.tx_at is not None:
-                if outcome.kind == "change":
-                    changes[outcome.system] = max(changes.get(outcome.system, outcome.tx_at), outcome.tx_at)
-                elif outcome.kind == "heartbeat":
-                    beats[outcome.system] = max(beats.get(outcome.system, outcome.tx_at), outcome.tx_at)
+        summary = summarise_commit(pending)  # one compiled pass over the batch
         labelled: dict[tuple[str, str, str], int] = {}
-        for (system, kind, result), count in tally.items():
+        for (system, kind, result), count in summary.outcomes.items():
             label = (source_label(system, kind), kind_label(kind), result)
             labelled[label] = labelled.get(label, 0) + count  # unknown kinds share one label
         for label, count in labelled.items():
             self._events(*label).inc(count)
-
-        versions = pending.versions
-        lags: dict[str, list[float]] = {}
-        for key in pending.appended:
-            version = versions[key]
-            lag = lag_micros(version)
-            if lag is not None:
-                lags.setdefault(version.authority, []).append(lag / MICROS_PER_SECOND)
-        for source, seconds in lags.items():
+        for source, seconds in summary.lag_seconds.items():
             self.freshness_lag.observe_all(source, seconds)
-
-        corrected: dict[str, int] = {}
-        for correction in pending.corrections:
-            closed = versions.get((correction.tenant, correction.old_edge_ids[0]))
-            source = closed.authority if closed is not None else UNKNOWN
-            corrected[source] = corrected.get(source, 0) + 1
-        for source, count in corrected.items():
-            self._corrections(source).inc(count)
-
-        self._advance(self._latest_change_tx, self._last_event, changes)
-        self._advance(self._latest_heartbeat_tx, self._last_heartbeat, beats)
+        for corrected_source, count in summary.corrections.items():
+            self._corrections(corrected_source if corrected_source is not None else UNKNOWN).inc(count)
+        self._advance(self._latest_change_tx, self._last_event, summary.newest_change_tx)
+        self._advance(self._latest_heartbeat_tx, self._last_heartbeat, summary.newest_heartbeat_tx)
 
     @staticmethod
     def _advance(latest: dict[str, int], gauge: _Children[Gauge], newest: Mapping[str, int]) -> None:

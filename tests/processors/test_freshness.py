@@ -18,7 +18,6 @@ from processors.freshness import (
     bucket_bounds,
     exponential_buckets,
     histogram_quantile,
-    lag_micros,
     stale_sources,
     stale_sources_for_queries,
 )
@@ -145,31 +144,6 @@ def test_only_the_sources_of_the_relationships_a_query_reads_count(cmdb_ledger: 
     hook = engine.stale_sources
     assert hook("acme", frozenset({"member_of", "owned_by"})) == ["hr"]
     assert hook("acme", frozenset({"references", "other"})) == []
-
-
-# -- lag --------------------------------------------------------------------------------------------------------------
-def test_lag_is_measured_once_per_fact_never_on_the_remainders_a_correction_appends() -> None:
-    ledger = Ledger()
-    ledger.at("2026-03-01T09:00:00Z").change("cmdb", "ci/CI1", detected_at="2026-03-01T08:59:30Z").asserts(
-        "Component:cmdb:CI1", "owned_by", "Team:hr:T-ANA").send()
-    ledger.at("2026-05-03T09:00:00Z").change("cmdb", "ci/CI1", detected_at="2026-05-03T08:00:00Z").asserts(
-        "Component:cmdb:CI1", "owned_by", "Team:hr:T-PLAT", valid_from="2026-04-01").send()
-
-    versions = ledger.versions("Component:cmdb:CI1", "owned_by")
-    remainders = [v for v in versions if v.origin != v.edge_id]
-    assert len(versions) == 3 and len(remainders) == 1
-    assert remainders[0].detected_at == at("2026-03-01T08:59:30Z")  # provenance follows the fact
-    assert [lag_micros(v) for v in remainders] == [None]
-    measured = sorted(lag_micros(v) for v in versions if v.origin == v.edge_id)
-    assert measured == [30_000_000, 3_600_000_000]
-
-
-def test_a_detected_at_ahead_of_our_clock_counts_as_no_lag() -> None:
-    ledger = Ledger()
-    ledger.at("2026-03-01T09:00:00Z").change("cmdb", "ci/CI1", detected_at="2026-03-01T09:00:05Z").asserts(
-        "Component:cmdb:CI1", "owned_by", "Team:hr:T-ANA").send()
-    [version] = ledger.versions("Component:cmdb:CI1", "owned_by")
-    assert lag_micros(version) == 0
 
 
 def test_lag_buckets_grow_by_sqrt_2_from_10_ms_to_at_least_14_days() -> None:
