@@ -261,6 +261,9 @@ def throughput(n_events: int, rounds: int, work: Path) -> list[ThroughputRun]:
     return runs
 
 
+SCENARIOS_IN_ORDER = ("throughput", "stages", "freshness", "restart")
+SCENARIOS = frozenset(SCENARIOS_IN_ORDER)
+
 STAGE_LABELS = {
     "consume": "consume: the fetched records (librdkafka's queue)",
     "apply": "apply: decode, validate, resolve, version (the compiled core)",
@@ -762,7 +765,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=None,
                         help=f"freshness variants, comma-separated (all: {', '.join(v.name for v in VARIANTS)}; "
                              "quick: defaults)")
-    parser.add_argument("--only", default="throughput,stages,freshness,restart",
+    parser.add_argument("--only", default=",".join(SCENARIOS_IN_ORDER),
                         help="scenarios to run (default: throughput,stages,freshness,restart)")
     args = parser.parse_args(argv)
     args.events = args.events or (QUICK_EVENTS if args.quick else DEFAULT_EVENTS)
@@ -771,6 +774,9 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(args.variants.split(",")) if args.variants else ({"defaults"} if args.quick else None)
     variants = [v for v in VARIANTS if wanted is None or v.name in wanted]
     only = set(args.only.split(","))
+    if only - SCENARIOS:
+        parser.error(f"unknown scenario(s) for --only: {', '.join(sorted(only - SCENARIOS))} "
+                     f"(choose from {', '.join(sorted(SCENARIOS))})")
     command = "python -m tests.benchmarks.bench_pipeline " + " ".join(argv if argv is not None else sys.argv[1:])
     started = time.perf_counter()
     load_before = load()
