@@ -113,11 +113,13 @@ class MentionResolver:
         # one (an alias command for an unknown entity is refused), so none can name it yet. Speed:
         # each such lookup of a name the store has never seen was a seek.
         recorded_names: set[tuple[str, str]] = set()
-        new_entities: set[str] = set()
+        new_entities: set[str] | None = None  # Speed: most commits record no entity; no set is built for them
         for entity_id, (entity_type, name) in self._planned_entities.items():
             known = ledger.entity(self.tenant, entity_id)
             if known is None:
                 ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, entity_type, name, tx)))
+                if new_entities is None:
+                    new_entities = set()
                 new_entities.add(entity_id)
             elif name and name != known.name:
                 ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, known.type, name, known.first_tx)))
@@ -126,5 +128,6 @@ class MentionResolver:
         for entity_id, normalised in self._planned_aliases:
             if not normalised or (entity_id, normalised) in recorded_names:
                 continue
-            if entity_id in new_entities or entity_id not in ledger.alias_targets(self.tenant, normalised):
+            if (new_entities is not None and entity_id in new_entities) \
+                    or entity_id not in ledger.alias_targets(self.tenant, normalised):
                 ledger.add_alias(new_tuple(AliasEntry, (self.tenant, normalised, entity_id, tx)))
