@@ -85,9 +85,13 @@ def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, byte
         sent += 1
         if on_sent is not None:
             on_sent()
-    producer.flush(timeout)
+    unconfirmed = producer.flush(timeout)
     if failures:
         raise RuntimeError(f"{len(failures)} of {sent} records were not delivered: {failures[0]}")
+    if unconfirmed:
+        # Still queued when the flush gave up: neither delivered nor failed yet, so not sent either
+        # (a worker must not trim its outbox on them).
+        raise RuntimeError(f"{unconfirmed} of {sent} records were not confirmed within {timeout} s")
     return sent
 
 

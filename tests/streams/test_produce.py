@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 
 import pytest
@@ -33,3 +34,15 @@ def test_records_that_cannot_be_delivered_raise_with_failure_only_reports(kafka_
 
     with pytest.raises(RuntimeError, match="3 of 3 records were not delivered"):
         deliver(producer, [(missing, b"acme", b"{}")] * 3, timeout=30)
+
+
+def test_records_still_unconfirmed_when_the_flush_gives_up_raise() -> None:
+    """No broker answers: the records are neither delivered nor failed when ``deliver`` stops waiting,
+    and a worker must not take them as sent (it trims its outbox after ``deliver`` returns)."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # closed again before the producer connects: nothing listens
+    producer = Producer(producer_config(f"127.0.0.1:{port}", **FAILURES_ONLY, **{"log_level": 0}))
+
+    with pytest.raises(RuntimeError, match="2 of 2 records were not confirmed within 1 s"):
+        deliver(producer, [("edgeledger.dead-letter", b"acme", b"{}")] * 2, timeout=1)
