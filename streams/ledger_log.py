@@ -8,9 +8,10 @@ same ledger state (what a worker that lost its disk, or a query replica, does). 
 
 An ``edge_version`` record's ``version`` is the ledger's own encoding of the version: a JSON array
 of ``processors.model.EdgeVersion``'s fields in order, instants as integer microseconds since the
-epoch (``state.codec.encode_version``, the bytes of the stored row). Logs written before carry the
-contract's edge shape there (an object, ISO-8601 instants, plus ``detected_at_us``); ``Replay``
-reads both.
+epoch (``state.codec.encode_version``, the bytes of the stored row), and its ``layout`` names that
+order (``VERSION_LAYOUT``; a reader refuses a layout it does not know rather than misread it).
+Logs written before carry the contract's edge shape there (an object, ISO-8601 instants, plus
+``detected_at_us``, no ``layout``); ``Replay`` reads both.
 
 Other outputs: ``edge-corrections`` (correction events), ``dead-letter`` (original bytes, stage,
 reason), ``review-queue`` (parked events and flagged conflicts).
@@ -57,13 +58,18 @@ def bounded_original(original: str | None) -> dict[str, object]:
             "original_truncated": len(original) > ORIGINAL_KEPT}
 
 
-_VERSION_FLAGS = {(appended, closed): b',"appended":%s,"closed":%s,"version":' % (
-    orjson.dumps(appended), orjson.dumps(closed)) for appended in (False, True) for closed in (False, True)}
+VERSION_LAYOUT = 1
+"""The field order of an ``edge_version`` record's ``version`` array: 1 is ``EdgeVersion``'s 19 fields
+as of format 3 of the stored state. Change it with any change to ``EdgeVersion``'s fields, and teach
+``decode_logged_version`` the old order: the log is kept forever."""
+_VERSION_FLAGS = {(appended, closed): b',"appended":%s,"closed":%s,"layout":%d,"version":' % (
+    orjson.dumps(appended), orjson.dumps(closed), VERSION_LAYOUT)
+    for appended in (False, True) for closed in (False, True)}
 
 
 def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: bytes) -> bytes:
     """The ``edge_version`` record of a version whose stored encoding is ``encoded``: the bytes
-    ``orjson.dumps`` gives for {kind, record_id, appended, closed, version}, without decoding or
+    ``orjson.dumps`` gives for {kind, record_id, appended, closed, layout, version}, without decoding or
     encoding the version again. Speed: re-shaping each version as the contract's edge (five
     instants formatted as text, a nested object) took 13 of a worker's 69 µs of main-thread time
     per event (200k events); the log's readers decode it back to the same ``EdgeVersion`` either way."""
@@ -141,11 +147,15 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     return records
 
 
-def decode_logged_version(data: list | dict) -> EdgeVersion:
-    """The ``version`` of an ``edge_version`` record: the stored encoding (an array), or, in logs
-    written before it, the contract's edge shape (an object)."""
-    if isinstance(data, dict):
+def decode_logged_version(record: dict) -> EdgeVersion:
+    """The version an ``edge_version`` record carries: the stored encoding (an array, in ``layout``
+    order), or, in logs written before it, the contract's edge shape (an object)."""
+    data, layout = record["version"], record.get("layout")
+    if isinstance(data, dict) and layout is None:
         return _from_edge_shape(data)
+    if layout != VERSION_LAYOUT:
+        raise ValueError(f"an edge_version record in layout {layout!r}: this edgeledger reads layout "
+                         f"{VERSION_LAYOUT} (a newer edgeledger wrote it?)")
     if not isinstance(data, list) or len(data) != len(EdgeVersion._fields):
         raise ValueError(f"an edge_version record's version must be an array of {len(EdgeVersion._fields)} "
                          f"fields ({', '.join(EdgeVersion._fields)}), got {type(data).__name__}")
@@ -185,7 +195,7 @@ class Replay:
             pending = self.pending
             kind = record.get("kind")
             if kind == "edge_version":
-                version = decode_logged_version(record["version"])
+                version = decode_logged_version(record)
                 key = (version.tenant, version.edge_id)
                 pending.versions[key] = version
                 if record["appended"]:

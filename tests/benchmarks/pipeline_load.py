@@ -7,8 +7,9 @@
   the newly asserted versions with the record's CreateTime and the time it arrived here.
 - ``LogPipe``: drains a subprocess's stdout/stderr, timestamping each line on arrival.
 - ``TimedWorker``: a ``LedgerWorker`` that records when it was assigned partitions and when each
-  non-empty batch started and ended (one ``time.time()`` pair per batch, the same with or without
-  observers). ``python -m tests.benchmarks.pipeline_load worker ...`` runs one in its own process
+  non-empty batch started and ended, and times each stage method of its ``process_batch``
+  (``STAGES``: a few clock reads per stage and batch, the same with or without observers).
+  ``python -m tests.benchmarks.pipeline_load worker ...`` runs one in its own process
   and reports its timeline as JSON lines on stdout (``constructed``, ``assigned``, ``first_batch``,
   ``done``).
 - ``EagerConsume``: the consume strategy the freshness variants test against ``LedgerWorker``'s own
@@ -200,7 +201,7 @@ class TopicTail(threading.Thread):
                                                           len(record["outcomes"])))
                     elif self.keep_versions and value.startswith(VERSION_PREFIX):
                         record = orjson.loads(value)
-                        version = decode_logged_version(record["version"])
+                        version = decode_logged_version(record)
                         if record["appended"] and version.origin == version.edge_id and version.detected_at is not None:
                             self.asserted.append(Asserted(version.tx_from, version.detected_at, created, received))
         finally:

@@ -5,7 +5,7 @@ import pytest
 
 from processors.queries import edge_json
 from state.keys import pack
-from streams.ledger_log import decode_logged_version, version_record
+from streams.ledger_log import VERSION_LAYOUT, decode_logged_version, version_record
 from tests.harness import Ledger
 
 
@@ -29,8 +29,9 @@ def test_a_version_record_carries_the_stored_row_and_reads_back_as_the_same_vers
             record = orjson.loads(raw)
             state = "closed" if version.tx_to is not None else "open"
             assert raw == orjson.dumps({"kind": "edge_version", "record_id": f"acme/{version.edge_id}@{state}",
-                                        "appended": appended, "closed": closed, "version": list(version)})
-            assert decode_logged_version(record["version"]) == version
+                                        "appended": appended, "closed": closed, "layout": VERSION_LAYOUT,
+                                        "version": list(version)})
+            assert decode_logged_version(record) == version
 
 
 def test_a_record_id_with_characters_json_escapes_is_still_valid_json() -> None:
@@ -46,15 +47,22 @@ def test_a_record_id_with_characters_json_escapes_is_still_valid_json() -> None:
 def test_records_in_the_earlier_edge_shape_still_read_back(ledger: Ledger) -> None:
     """Logs written before carry the contract's edge shape plus ``detected_at_us``: replays of them work."""
     for version in _late_corrected(ledger):
-        earlier = orjson.loads(orjson.dumps({**edge_json(version), "detected_at_us": version.detected_at}))
+        shape = {**edge_json(version), "detected_at_us": version.detected_at}
+        earlier = orjson.loads(orjson.dumps({"kind": "edge_version", "record_id": "r", "appended": True,
+                                             "closed": False, "version": shape}))
         assert decode_logged_version(earlier) == version
 
 
 def test_a_version_that_is_not_the_stored_array_is_refused_with_its_reason() -> None:
+    record = {"kind": "edge_version", "record_id": "r", "appended": True, "closed": False}
     with pytest.raises(ValueError, match="array of 19 fields"):
-        decode_logged_version(["e1", "acme"])
+        decode_logged_version({**record, "layout": VERSION_LAYOUT, "version": ["e1", "acme"]})
     with pytest.raises(ValueError, match="got str"):
-        decode_logged_version("e1")
+        decode_logged_version({**record, "layout": VERSION_LAYOUT, "version": "e1"})
+    with pytest.raises(ValueError, match="layout 2: this edgeledger reads layout 1"):
+        decode_logged_version({**record, "layout": 2, "version": []})
+    with pytest.raises(ValueError, match="layout None"):
+        decode_logged_version({**record, "version": ["e1"]})  # an array never came without its layout
 
 
 def test_a_correction_too_large_for_one_record_is_sent_in_parts() -> None:

@@ -59,7 +59,7 @@ def assert_exactly_once_effect(bootstrap: str, topics, expected: Path) -> None:
     assert all(all(c == same[0] for c in same) for same in copies.values()), "a re-sent record is the same record"
     seen: dict[str, bool] = {}
     for record in log:
-        version = decode_logged_version(record["version"])
+        version = decode_logged_version(record)
         key = f"{version.tenant}/{version.edge_id}"
         seen[key] = seen.get(key, False) or version.tx_to is not None
     assert seen == final_states, "no edge version missing or extra, each in its final state"
