@@ -7,6 +7,7 @@ Two decisions:
   (``origin == edge_id``), as ``tx_from - detected_at``. Remainders that a later correction
   appends keep the original fact's ``detected_at`` and ``event_id`` (provenance follows the fact),
   so measuring them again would count one fact twice, with the age of the correction as its lag.
+  (``processors.commit_summary.lag_micros`` is that definition; this module buckets the lags.)
   A ``detected_at`` after our transaction time (a source clock running ahead) counts as lag 0.
 - **Silence is measured on transaction time**, not on the source's ``detected_at``: the last
   instant the ledger applied a change or heartbeat from the source, against ``now`` from the same
@@ -36,7 +37,7 @@ LAG_QUANTILES = (0.5, 0.95, 0.99)
 FOURTEEN_DAYS_SECONDS = 14 * 24 * 3600
 
 
-# -- lag -------------------------------------------------------------------------------------------------
+# -- lag buckets -----------------------------------------------------------------------------------------
 def exponential_buckets(start: float, factor: float, at_least: float) -> tuple[float, ...]:
     """Upper bounds ``start * factor**i`` (to 12 significant digits, for readable ``le`` labels)
     from ``start`` until one reaches ``at_least``."""

@@ -4,6 +4,7 @@ the input offsets consumed (``G``) and the outbox of records still to be sent (`
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from state.keys import pack, unpack
 from state.kv import OrderedKV
@@ -33,7 +34,7 @@ class PipelineStore:
         return [(OFFSET + pack(topic, partition), str(offset).encode())
                 for (topic, partition), offset in offsets.items()]
 
-    def outbox_puts(self, records: list[tuple[str, str, bytes]]) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+    def outbox_puts(self, records: Sequence[tuple[str, str, bytes]]) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
         """Puts that park a batch's ``(topic, key, value)`` records in the outbox, and their keys for trimming.
 
         Speed: the whole batch is one row (length-prefixed frames), so parking and trimming cost one

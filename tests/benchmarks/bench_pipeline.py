@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"freshness variants, comma-separated (all: {', '.join(v.name for v in VARIANTS)}; "
                              "quick: defaults)")
     parser.add_argument("--only", default=",".join(SCENARIOS_IN_ORDER),
-                        help="scenarios to run (default: throughput,stages,freshness,restart)")
+                        help="scenarios to run, comma-separated (default: all of them)")
     args = parser.parse_args(argv)
     args.events = args.events or (QUICK_EVENTS if args.quick else DEFAULT_EVENTS)
     args.seconds = args.seconds or (10.0 if args.quick else 30.0)
