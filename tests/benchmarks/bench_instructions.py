@@ -3,8 +3,10 @@
     python -m tests.benchmarks.bench_instructions [--events N] [--warm W] [--entities E]
 
 Wall-clock and CPU rates on this shared machine swing by 10-25 % between runs minutes apart, more than
-most single changes to the ledger. Instruction counts do not: two runs of the same code agree to
-0.01 %. So a change is judged here first, then confirmed by interleaved timings.
+most single changes to the ledger. Instruction counts barely do: two runs of the same code agree to
+about 0.2 % (RocksDB's background threads meet the loading thread at other moments; run nothing
+heavy beside it, one run alongside the test suite was 2 % off). So a change is judged here first,
+then confirmed by interleaved timings.
 
 ``--warm W`` events of ``tests.benchmarks.generate`` (default 0) are loaded first, under valgrind
 but not instrumented (about 5x slower than native), then the next ``--events N`` (default 20,000)
