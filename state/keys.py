@@ -64,15 +64,18 @@ _ENCODERS: dict[type, Callable[[Any], bytes]] = {str: encode_str, int: encode_in
 def pack(*parts: str | int) -> bytes:
     # Speed: most keys are strings only. Join them in one go as text and encode once, which is
     # what encode_str does part by part, unless a part is not a string or holds a NUL to escape.
+    # The NUL test runs on each part as text: compiled, ``bytes.count`` was a generic method call,
+    # about a fifth of the function.
     if not parts:
         return b""
     try:
-        data = ("\x02" + "\x00\x01\x02".join(parts) + "\x00\x01").encode("utf-8")  # type: ignore[arg-type]
+        text = "\x02" + "\x00\x01\x02".join(parts) + "\x00\x01"  # type: ignore[arg-type]
     except TypeError:
         return _pack_parts(parts)
-    if data.count(0) != len(parts):
-        return _pack_parts(parts)
-    return data
+    for part in parts:
+        if "\x00" in part:  # type: ignore[operator]  # every part is a str: join took them
+            return _pack_parts(parts)
+    return text.encode("utf-8")
 
 
 def _pack_parts(parts: tuple[str | int, ...]) -> bytes:
