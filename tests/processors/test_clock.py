@@ -16,6 +16,22 @@ def test_the_core_converts_an_instant_as_the_schemas_do(instant: datetime) -> No
     assert micros_of(instant) == to_micros(instant)
 
 
+@given(st.lists(st.datetimes(timezones=st.just(UTC)) | st.datetimes(timezones=offsets), max_size=40))
+def test_converting_instants_again_gives_what_the_schemas_give_even_past_the_cache_bound(
+        instants: list[datetime]) -> None:
+    """Equal instants in other offsets share a cache entry and a value; a full cache starts over."""
+    import processors.clock as clock
+
+    kept, clock._MICROS_KEPT = clock._MICROS_KEPT, 7
+    clock._MICROS.clear()
+    try:
+        for instant in instants + instants[::-1] + [i.astimezone(timezone(timedelta(hours=5))) for i in instants]:
+            assert micros_of(instant) == to_micros(instant)
+            assert len(clock._MICROS) <= 7
+    finally:
+        clock._MICROS_KEPT = kept
+
+
 def test_transaction_time_strictly_increases_even_when_the_wall_clock_stands_still() -> None:
     clock = TransactionClock(wall_clock=lambda: 1_000)
     first = clock.tick(last_tx=0)
