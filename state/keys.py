@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
-_STR = b"\x02"
-_INT = b"\x15"
-_INT_DESC = b"\x16"
-_INT_TAG_ABOVE = 0x15 << 64
-_INT_DESC_TAG_ABOVE = 0x16 << 64
-_SIGN = 1 << 63
-_MASK = (1 << 64) - 1
+# Final: compiled, a Final module constant is a C static, not a lookup in the module's dict per use.
+_STR: Final = b"\x02"
+_INT: Final = b"\x15"
+_INT_DESC: Final = b"\x16"
+_INT_TAG_ABOVE: Final = 0x15 << 64
+_INT_DESC_TAG_ABOVE: Final = 0x16 << 64
+_SIGN: Final = 1 << 63
+_MASK: Final = (1 << 64) - 1
 
 
 @mypyc_attr(native_class=False)  # mypyc compiles no subclass of a builtin as a native class

@@ -35,7 +35,7 @@ earlier row holds only entries before ``t``. Within a row the entries are in the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 from processors.model import (
     Correction,
@@ -53,8 +53,9 @@ from state import codec
 from state.keys import encode_int, encode_str, pack, unpack
 from state.kv import OrderedKV
 
-_DIRECTION = {"out": "o", "in": "i"}
-_OUT, _IN = pack("o"), pack("i")
+_DIRECTION: Final = {"out": "o", "in": "i"}
+_OUT: Final = pack("o")
+_IN: Final = pack("i")
 _LAST_TX = b"M" + pack("last_tx")
 NO_TRANSACTION = -(1 << 62)
 """``last_tx`` of a store that has recorded nothing yet."""
@@ -63,7 +64,7 @@ FORMAT_VERSION = b"3"
 """3: ``T`` and ``K`` hold one row per batch and tenant (2 had one per entry); 2: adjacency in order of
 recording, believed-by-source in ``B`` (1 had ``O`` and ``S``)."""
 _DEAD_LETTER_SEQUENCE = b"M" + pack("dead_letter_seq")
-_UNREAD = object()
+_UNREAD: Final = object()
 """A read cache's answer for a key it does not hold (``None`` is a cached 'no such entity')."""
 
 
