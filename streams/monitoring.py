@@ -10,15 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from confluent_kafka import Producer
-
 from processors.freshness import FreshnessMonitor
 from schemas.slo import SloConfig
 from state.freshness_store import FreshnessStore
 from state.store import LedgerStore
-from streams.kafka_config import producer_config
 from streams.metrics import LedgerMetrics
-from streams.produce import deliver
+from streams.produce import deliver, delivery_producer
 from streams.topics import Topic, TopicSettings
 
 log = logging.getLogger(__name__)
@@ -32,7 +29,7 @@ class FreshnessTicker:
         self.metrics = metrics
         self.statuses = FreshnessStore(store.kv)
         self.monitors: dict[str, FreshnessMonitor] = {}
-        self.producer = Producer(producer_config(bootstrap))
+        self.producer = delivery_producer(bootstrap)
         self.topic = topics.name(Topic.SOURCE_STATUS)
         self.clock = clock
 

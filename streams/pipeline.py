@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from processors.heap import SettledHeap
 from processors.pending import BatchCounts, PendingLedger
@@ -30,10 +30,10 @@ from schemas.ontology import Ontology, default_ontology
 from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
 from state.store import EncodedVersion, LedgerStore
-from streams.kafka_config import FAILURES_ONLY, consumer_config, producer_config
+from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
 from streams.ledger_log import OutRecord, Replay, outbox_for
-from streams.produce import deliver
+from streams.produce import deliver, delivery_producer
 from streams.topics import INPUT_TOPICS, Topic, TopicSettings
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class LedgerWorker:
         self.totals = BatchCounts()
         self.applied_offsets = self.bookkeeping.input_offsets()
         self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, **config.consumer_overrides))
-        self.producer = Producer(producer_config(config.bootstrap, **FAILURES_ONLY))
+        self.producer = delivery_producer(config.bootstrap)
         self._topic_names = {topic: config.topics.name(topic) for topic in Topic}
         self.assigned: set[tuple[str, int]] = set()
         self._batches = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -57,12 +58,18 @@ class RecordRefused(RuntimeError):
         return self.error.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
+def delivery_producer(bootstrap: str, **overrides: Any) -> Producer:
+    """A producer for ``deliver``: the recommended settings, and delivery reports for failures only
+    (the only ones ``deliver`` looks at; a worker sends two to three records per event)."""
+    return Producer(producer_config(bootstrap, **FAILURES_ONLY, **overrides))
+
+
 def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, bytes]], timeout: float = 60,
             on_sent: Callable[[], None] | None = None) -> int:
     """Produce ``(topic, key, value)`` messages, waiting when the local queue is full, then flush;
     raise if any was not delivered. Returns how many were sent. Delivery reports are served when
     the queue is full and by the flush, not after every record (a call per record into librdkafka);
-    a producer configured with ``FAILURES_ONLY`` reports only the failures this looks at. A record the producer refuses
+    a ``delivery_producer`` reports only the failures this looks at. A record the producer refuses
     outright (too large, say) stops the run with ``RecordRefused``, after the ones before it are
     flushed: a failure never takes accepted records down with it."""
     failures: list[str] = []
@@ -107,7 +114,7 @@ def produce_lines(lines: Iterable[bytes], bootstrap: str, topics: TopicSettings 
                 yield topics.name(logical), key, line
 
     with tqdm(total=total, unit="ev", disable=not progress, desc="produce") as bar:
-        return deliver(Producer(producer_config(bootstrap, **FAILURES_ONLY)), messages(), on_sent=lambda: bar.update(1))
+        return deliver(delivery_producer(bootstrap), messages(), on_sent=lambda: bar.update(1))
 
 
 def produce_files(paths: list[Path], bootstrap: str, topics: TopicSettings | None = None,

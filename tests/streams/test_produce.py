@@ -6,11 +6,9 @@ import socket
 import uuid
 
 import pytest
-from confluent_kafka import Producer
 
 from streams.broker import EmbeddedBroker
-from streams.kafka_config import FAILURES_ONLY, producer_config
-from streams.produce import deliver
+from streams.produce import deliver, delivery_producer
 from streams.topics import Topic, TopicSettings, ensure_topics
 from tests.streams.pipeline_support import read_topic
 
@@ -21,7 +19,7 @@ def test_every_record_arrives_with_failure_only_reports(kafka_broker: EmbeddedBr
     topic = topics.name(Topic.DEAD_LETTER)
     records = [(topic, b"acme", b'{"n": %d}' % n) for n in range(500)]
 
-    sent = deliver(Producer(producer_config(kafka_broker.bootstrap, **FAILURES_ONLY)), records, timeout=30)
+    sent = deliver(delivery_producer(kafka_broker.bootstrap), records, timeout=30)
 
     assert sent == 500
     assert sorted(record["n"] for record in read_topic(kafka_broker.bootstrap, topic)) == list(range(500))
@@ -30,7 +28,7 @@ def test_every_record_arrives_with_failure_only_reports(kafka_broker: EmbeddedBr
 def test_records_that_cannot_be_delivered_raise_with_failure_only_reports(kafka_broker: EmbeddedBroker) -> None:
     """The worker's producer reports failures alone: they must still reach ``deliver``."""
     missing = f"deliver-missing-{uuid.uuid4().hex[:6]}"  # never created; the producer may not create it
-    producer = Producer(producer_config(kafka_broker.bootstrap, **FAILURES_ONLY, **{"message.timeout.ms": 1500}))
+    producer = delivery_producer(kafka_broker.bootstrap, **{"message.timeout.ms": 1500})
 
     with pytest.raises(RuntimeError, match="3 of 3 records were not delivered"):
         deliver(producer, [(missing, b"acme", b"{}")] * 3, timeout=30)
@@ -42,7 +40,7 @@ def test_records_still_unconfirmed_when_the_flush_gives_up_raise() -> None:
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]  # closed again before the producer connects: nothing listens
-    producer = Producer(producer_config(f"127.0.0.1:{port}", **FAILURES_ONLY, **{"log_level": 0}))
+    producer = delivery_producer(f"127.0.0.1:{port}", **{"log_level": 0})
 
     with pytest.raises(RuntimeError, match="2 of 2 records were not confirmed within 1 s"):
         deliver(producer, [("edgeledger.dead-letter", b"acme", b"{}")] * 2, timeout=1)
