@@ -74,7 +74,6 @@ class LedgerWorker:
         self.applied_offsets = self.bookkeeping.input_offsets()
         self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, **config.consumer_overrides))
         self.producer = delivery_producer(config.bootstrap)
-        self._topic_names = {topic: config.topics.name(topic) for topic in Topic}
         self.assigned: set[tuple[str, int]] = set()
         self._batches = 0
         self.on_consumer_lag = on_consumer_lag
@@ -270,5 +269,5 @@ class LedgerWorker:
             self.bookkeeping.trim([key for key, _ in parked])
 
     def _send(self, records: list[OutRecord]) -> None:
-        names = self._topic_names
-        deliver(self.producer, ((names[r.topic], r.key.encode(), r.value) for r in records), 30)
+        name = self.config.topics.name
+        deliver(self.producer, ((name(r.topic), r.key.encode(), r.value) for r in records), 30)
