@@ -6,10 +6,14 @@ batch in the worker, and walking a batch's events and versions in Python cost it
 
 from __future__ import annotations
 
+from typing import Final
+
 from processors.model import EdgeVersion
 from processors.pending import PendingLedger
+from schemas.times import MICROS
 
-MICROS_PER_SECOND = 1_000_000
+_MICROS_PER_SECOND: Final = MICROS
+"""``schemas.times.MICROS``, as a constant of the compiled module (not a lookup per version)."""
 
 
 def lag_micros(version: EdgeVersion) -> int | None:
@@ -57,7 +61,7 @@ def summarise_commit(pending: PendingLedger) -> CommitSummary:
             seconds = lags.get(version.authority)
             if seconds is None:
                 seconds = lags[version.authority] = []
-            seconds.append(lag / MICROS_PER_SECOND)
+            seconds.append(lag / _MICROS_PER_SECOND)
     corrected = summary.corrections
     for correction in pending.corrections:
         closed = versions.get((correction.tenant, correction.old_edge_ids[0]))

@@ -26,12 +26,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from processors.commit_summary import MICROS_PER_SECOND
 from processors.model import SourceActivity
 from processors.queries import StaleSources
 from schemas.ontology import Ontology
 from schemas.slo import SloConfig, SourceState, SourceStatus
-from schemas.times import from_micros
+from schemas.times import MICROS, from_micros
 
 LAG_QUANTILES = (0.5, 0.95, 0.99)
 FOURTEEN_DAYS_SECONDS = 14 * 24 * 3600
@@ -130,7 +129,7 @@ def assess_silence(activity: Mapping[str, SourceActivity], slo: SloConfig, now: 
             source=source,
             last_heard_tx=heard,
             silence_micros=None if heard is None else now - heard,
-            max_silence_micros=round(limits.max_silence_seconds * MICROS_PER_SECOND),
+            max_silence_micros=round(limits.max_silence_seconds * MICROS),
         )
     return silences
 
@@ -165,8 +164,8 @@ class SourceStatusTransition:
             previous=self.previous,
             at=from_micros(self.at),
             last_heard_at=None if silence.last_heard_tx is None else from_micros(silence.last_heard_tx),
-            silence_seconds=None if silence.silence_micros is None else silence.silence_micros / MICROS_PER_SECOND,
-            max_silence_seconds=silence.max_silence_micros / MICROS_PER_SECOND,
+            silence_seconds=None if silence.silence_micros is None else silence.silence_micros / MICROS,
+            max_silence_seconds=silence.max_silence_micros / MICROS,
         )
 
 

@@ -18,17 +18,17 @@ import typer
 from hdrh.histogram import HdrHistogram
 from pydantic import BaseModel, ConfigDict
 
-from processors.commit_summary import MICROS_PER_SECOND, lag_micros
+from processors.commit_summary import lag_micros
 from processors.freshness import assess_silence
 from processors.model import EdgeVersion
 from schemas.slo import SloConfig, slo_or_default
-from schemas.times import format_micros, parse_micros
+from schemas.times import MICROS, format_micros, parse_micros
 from state.open import open_reader
 from state.store import LedgerStore
 from streams.ledger_files import wall_clock_micros
 
 HDR_SIGNIFICANT_DIGITS = 3
-HDR_HIGHEST_MICROS = 100 * 366 * 86_400 * MICROS_PER_SECOND
+HDR_HIGHEST_MICROS = 100 * 366 * 86_400 * MICROS
 """A century: a backfill of very old changes still fits (larger lags are recorded as this)."""
 
 freshness_app = typer.Typer(
@@ -98,7 +98,7 @@ def lag_histograms(versions: Iterator[EdgeVersion]) -> dict[str, HdrHistogram]:
 
 def summarise(source: str, histogram: HdrHistogram) -> SourceLag:
     def seconds(micros: int) -> float:
-        return micros / MICROS_PER_SECOND
+        return micros / MICROS
 
     return SourceLag(
         source=source,
@@ -117,8 +117,8 @@ def staleness(store: LedgerStore, tenant: str, slo: SloConfig, now: int) -> list
             source=source,
             status=silence.state,
             last_heard_at=format_micros(silence.last_heard_tx),
-            silence_seconds=None if silence.silence_micros is None else silence.silence_micros / MICROS_PER_SECOND,
-            max_silence_seconds=silence.max_silence_micros / MICROS_PER_SECOND,
+            silence_seconds=None if silence.silence_micros is None else silence.silence_micros / MICROS,
+            max_silence_seconds=silence.max_silence_micros / MICROS,
         )
         for source, silence in assess_silence(activity, slo, now).items()
     ]

@@ -24,13 +24,14 @@ from prometheus_client.asgi import make_asgi_app
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from processors.commit_summary import MICROS_PER_SECOND, summarise_commit
+from processors.commit_summary import summarise_commit
 from processors.freshness import LAG_BUCKETS_SECONDS
 from processors.model import SourceActivity
 from processors.pending import PendingLedger
 from schemas.events import EVENT_KINDS
 from schemas.results import QueryResult
 from schemas.slo import SloConfig
+from schemas.times import MICROS
 
 UNKNOWN = "unknown"
 """Label value for what an event that could not be parsed does not tell us (its source or kind)."""
@@ -123,7 +124,7 @@ def kind_label(kind: str | None) -> str:
 
 
 def _seconds(micros: int) -> float:
-    return micros / MICROS_PER_SECOND
+    return micros / MICROS
 
 
 class LedgerMetrics:
