@@ -370,12 +370,12 @@ class LedgerStore:
         return encoded
 
     def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes],
-                      encoded: list[EncodedVersion] | None) -> None:
+                      encoded: list[EncodedVersion]) -> None:
         """The rows of each touched version: V, both A ends, and B while it is believed (put when it is
         new, deleted when it is closed); then per tenant one T row listing what was appended and closed.
         The believed-edges cache takes each version as its rows are built (one pass over the batch, not
-        two); ``commit`` drops the caches if the write then fails. With ``encoded``, each version is
-        also listed there with its encoding."""
+        two); ``commit`` drops the caches if the write then fails. Each version is also listed in
+        ``encoded`` with its encoding."""
         # Speed: the value is encoded once and shared by V, A and B, and key parts that repeat
         # (tenant, rel, node ids, sources) are encoded once and kept across batches. Compiled, a
         # direct call or ``puts.append`` beats the same through a local alias (a generic call).
@@ -387,8 +387,7 @@ class LedgerStore:
             tenant, edge = self._encoded_part(version.tenant), encode_str(version.edge_id)
             rel = self._encoded_part(version.rel)
             value = codec.encode_version(version)
-            if encoded is not None:
-                encoded.append((version, is_new, closed_now, value))
+            encoded.append((version, is_new, closed_now, value))
             recorded = encode_int(version.tx_from) + edge
             puts.append((b"V" + tenant + edge, value))
             puts.append((b"".join((b"A", tenant, self._encoded_part(version.src), rel, _OUT, recorded)), value))
@@ -430,9 +429,9 @@ class LedgerStore:
                log_rows: LogRows | None) -> None:
         puts: list[tuple[bytes, bytes]] = list(extra_puts)
         deletes: list[bytes] = []
-        encoded: list[EncodedVersion] | None = [] if log_rows is not None else None
+        encoded: list[EncodedVersion] = []
         self._version_rows(pending, puts, deletes, encoded)
-        if log_rows is not None and encoded is not None:
+        if log_rows is not None:
             puts += log_rows(encoded)
         for entity in pending.entities.values():
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
