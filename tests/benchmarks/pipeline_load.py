@@ -208,11 +208,6 @@ class TopicTail(threading.Thread):
             self.consumer.close()
 
 
-def iso_micros(text: str) -> int:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
-
-
 def read_batch_marks(bootstrap: str, topic: str, partitions: int,
                      quiet_for: float = 1.5) -> tuple[list[BatchMark], int]:
     """Every batch marker on ``topic`` (read until quiet: the embedded broker's watermarks count
