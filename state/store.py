@@ -119,7 +119,7 @@ class LedgerStore:
         # applies to every service. Remembered so that their out-adjacency is not read again.
         self._too_wide: dict[tuple[str, str, str], None] = {}
         self._parts: dict[str, bytes] = {}
-        """Key parts encoded once: ``_parts["acme"] == pack("acme")`` (tenants, node ids, relationships, sources)."""
+        """Key parts encoded once: ``_parts["acme"] == pack("acme")`` (tenants, relationships, source systems)."""
         stored_format = kv.get(_FORMAT)
         found = stored_format or (FORMAT_VERSION if self._holds_no_versions() else b"1")  # format 1 recorded none
         if found != FORMAT_VERSION:
@@ -369,6 +369,11 @@ class LedgerStore:
             encoded = self._parts[part] = pack(part)
         return encoded
 
+    def _believed_key(self, version: EdgeVersion, tenant: bytes, edge: bytes) -> bytes:
+        """The version's ``B`` key. Source records are non-empty, so "" files the versions that name none."""
+        return b"".join((b"B", tenant, self._encoded_part(version.authority),
+                         encode_str(version.source_record or ""), edge))
+
     def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes],
                       encoded: list[EncodedVersion]) -> None:
         """The rows of each touched version: V, both A ends, and B while it is believed (put when it is
@@ -376,9 +381,11 @@ class LedgerStore:
         The believed-edges cache takes each version as its rows are built (one pass over the batch, not
         two); ``commit`` drops the caches if the write then fails. Each version is also listed in
         ``encoded`` with its encoding."""
-        # Speed: the value is encoded once and shared by V, A and B, and key parts that repeat
-        # (tenant, rel, node ids, sources) are encoded once and kept across batches. Compiled, a
-        # direct call or ``puts.append`` beats the same through a local alias (a generic call).
+        # Speed: the value is encoded once and shared by V, A and B, and the key parts that every
+        # batch repeats (tenant, relationship, source system) are encoded once and kept across
+        # batches. Node ids and source records are encoded each time: there are as many as entities,
+        # and late in a large load a lookup among them missed the CPU caches and cost more than
+        # encoding. Compiled, a direct call or ``puts.append`` beats the same through a local alias.
         if len(self._parts) > self._cache_entries:
             self._parts.clear()
         changes: dict[str, list[tuple[int, str, str]]] = {}
@@ -390,8 +397,8 @@ class LedgerStore:
             encoded.append((version, is_new, closed_now, value))
             recorded = encode_int(version.tx_from) + edge
             puts.append((b"V" + tenant + edge, value))
-            puts.append((b"".join((b"A", tenant, self._encoded_part(version.src), rel, _OUT, recorded)), value))
-            puts.append((b"".join((b"A", tenant, self._encoded_part(version.dst), rel, _IN, recorded)), value))
+            puts.append((b"".join((b"A", tenant, encode_str(version.src), rel, _OUT, recorded)), value))
+            puts.append((b"".join((b"A", tenant, encode_str(version.dst), rel, _IN, recorded)), value))
             if is_new or closed_now:
                 changed = changes.get(version.tenant)
                 if changed is None:
@@ -400,14 +407,11 @@ class LedgerStore:
                     changed.append((version.tx_from, "a", version.edge_id))
                 if closed_now and version.tx_to is not None:
                     changed.append((version.tx_to, "c", version.edge_id))
-            # Source records are non-empty, so "" files the versions that name none.
-            source = self._encoded_part(version.authority)
-            believed_key = b"".join((b"B", tenant, source, self._encoded_part(version.source_record or ""), edge))
             if is_new:
                 if version.tx_to is None:
-                    puts.append((believed_key, value))
+                    puts.append((self._believed_key(version, tenant, edge), value))
             elif closed_now:
-                deletes.append(believed_key)
+                deletes.append(self._believed_key(version, tenant, edge))
         puts += _listing_rows(b"T", changes, None, codec.encode_changes)  # (tx, a/c, edge_id): key order
 
     # -- the one atomic write -----------------------------------------------------------------------------------
