@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from sys import intern
 from typing import Literal
 
 from processors.model import AliasEntry, Entity, fields_of, new_tuple
@@ -74,8 +75,9 @@ class MentionResolver:
         self._planned_aliases: dict[tuple[str, str], None] = {}
 
     def resolve(self, mention: Mention) -> Resolution:
+        """The mention's entity. Its id is interned (see ``LedgerProcessor._apply_change``)."""
         if mention.id is not None:
-            entity_id = f"{mention.type}:{mention.id}"
+            entity_id = intern(f"{mention.type}:{mention.id}")
             self._plan(entity_id, mention)
             return Resolution("identifier", entity_id)
         assert mention.name is not None
@@ -89,9 +91,10 @@ class MentionResolver:
         if len(matches) > 1:
             return Resolution("ambiguous", None, tuple(sorted(matches)))
         if matches:
-            self._plan(matches[0], mention)
-            return Resolution("alias", matches[0])
-        entity_id = f"{mention.type}:~{normalised}"
+            entity_id = intern(matches[0])
+            self._plan(entity_id, mention)
+            return Resolution("alias", entity_id)
+        entity_id = intern(f"{mention.type}:~{normalised}")
         self._plan(entity_id, mention)
         return Resolution("new", entity_id)
 

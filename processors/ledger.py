@@ -8,6 +8,7 @@ original text, the stage and the reason, or a review item when we abstain. Nothi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any
 
 import orjson
@@ -238,9 +239,12 @@ class LedgerProcessor:
                 )
 
     def _apply_change(self, event: ChangeEvent, ledger: PendingLedger, tx: int) -> None:
-        # Speed: every field of the event is read once, from the models' ``fields_of``.
+        # Speed: every field of the event is read once, from the models' ``fields_of``. The names that
+        # key the ledger's caches (tenant, relationship, source system, entity ids) are interned: late
+        # in a large load most cache lookups miss the CPU caches, and a key made of the very strings
+        # the cache holds compares by identity instead of reading the stored strings' text.
         stated_event = fields_of(event)
-        tenant: str = stated_event["tenant"]
+        tenant: str = intern(stated_event["tenant"])
         resolver = MentionResolver(ledger, tenant)
         assertions = [self._stated(resolver, item, True) for item in stated_event["assert_"]]
         retractions = [self._stated(resolver, item, False) for item in stated_event["retract"]]
@@ -252,7 +256,7 @@ class LedgerProcessor:
 
         source = fields_of(stated_event["source"])
         detected_at = micros_of(stated_event["detected_at"])
-        provenance = Provenance(source["system"], source["record"], source["version"], detected_at)
+        provenance = Provenance(intern(source["system"]), source["record"], source["version"], detected_at)
         versioner = Versioner(ledger, self._vocabulary, tenant, stated_event["event_id"], tx)
         for stated in retractions:
             versioner.retract(stated.src, stated.rel, stated.dst, provenance.authority, stated.valid_from)
@@ -309,7 +313,7 @@ class _Stated:
         self.src = src[1]
         self.dst_type = dst[0].type
         self.dst = dst[1]
-        self.rel: str = item["rel"]
+        self.rel: str = intern(item["rel"])
         valid_from = item["valid_from"]
         self.valid_from = micros_of(valid_from) if valid_from else None
         self.phrase: str | None = item["phrase"] if asserted else None
