@@ -19,8 +19,9 @@ from processors.model import (
     new_tuple,
 )
 
-_NAMES: Final = (1, 2, 3, 4, 9)
-"""``EdgeVersion``'s tenant, src, rel, dst and authority."""
+_INTERNED_FIELDS: Final = tuple(EdgeVersion._fields.index(name)
+                                for name in ("tenant", "src", "rel", "dst", "authority"))
+"""Where in a stored version the names are that key the ledger's caches or are compared there."""
 
 
 def encode_version(v: EdgeVersion) -> bytes:
@@ -37,13 +38,20 @@ def version_from_fields(fields: list) -> EdgeVersion:
     """The version ``encode_version`` wrote, from its decoded array (a stored row, or the ``version``
     of an ``edge-versions`` record). Takes the list over: ``supersedes`` becomes a tuple in place."""
     fields[15] = tuple(fields[15])  # supersedes
-    # Speed: the names the ledger looks versions up by (tenant, src, rel, dst, authority) as the one
-    # interned string of each, as the processor's own are (see ``LedgerProcessor._apply_change``).
-    for index in _NAMES:
-        fields[index] = intern(fields[index])
     # Speed: the stored array is already in field order; building the tuple directly skips the
     # NamedTuple's argument handling (0.53 against 0.74 µs).
     return new_tuple(EdgeVersion, fields)
+
+
+def decode_interned_version(data: bytes) -> EdgeVersion:
+    """``decode_version`` for a version the ledger keeps in its caches while it writes: the names
+    (see ``_INTERNED_FIELDS``) as the one interned string of each, as the processor's own are (see
+    ``LedgerProcessor._apply_change``). Speed: about 0.3 µs more a version, so reads that only
+    answer a query decode with ``decode_version``."""
+    fields = orjson.loads(data)
+    for index in _INTERNED_FIELDS:
+        fields[index] = intern(fields[index])
+    return version_from_fields(fields)
 
 
 def encode_entity(e: Entity) -> bytes:

@@ -161,7 +161,14 @@ class LedgerStore:
         return [version for believed in by_dst.values() for version in believed.values()]
 
     def _scan_believed(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
-        return [v for v in self.adjacent(tenant, src, rel, "out") if v.tx_to is None]
+        """The believed out-edges, read to be cached and versioned: decoded with their names interned."""
+        prefix = b"A" + pack(tenant, src, rel, "o")
+        believed = []
+        for _, value in self.kv.scan(prefix):
+            version = codec.decode_interned_version(value)
+            if version.tx_to is None:
+                believed.append(version)
+        return believed
 
     def _believed_by_dst(self, tenant: str, src: str, rel: str) -> dict[str, dict[str, EdgeVersion]] | None:
         """The cached believed out-edges of (tenant, src, rel), by dst then edge id; read on a miss.
@@ -383,11 +390,11 @@ class LedgerStore:
         ``encoded`` with its encoding."""
         # Speed: the value is encoded once and shared by V, A and B, and the key parts that every
         # batch repeats (tenant, relationship, source system) are encoded once and kept across
-        # batches. Node ids and source records are encoded each time: there are as many as entities,
+        # batches. Node ids and source records are encoded each time: there are about as many as entities,
         # and late in a large load a lookup among them missed the CPU caches and cost more than
         # encoding. Compiled, a direct call or ``puts.append`` beats the same through a local alias.
         if len(self._parts) > self._cache_entries:
-            self._parts.clear()
+            self._parts.clear()  # still bounded: tenants and source systems are strings the events choose
         changes: dict[str, list[tuple[int, str, str]]] = {}
         for version, is_new, closed_now in pending.final_versions():
             self._keep_believed(version)

@@ -1,25 +1,32 @@
-"""The stored encoding of a version round-trips, and hands back the names the caches are keyed by
-as the interpreter's one interned string of each."""
+"""The stored encoding of a version round-trips; the ledger's own reads get back the names its
+caches are keyed by as the interpreter's one interned string of each."""
 
 from __future__ import annotations
 
 import sys
+
+import pytest
 
 from processors.model import EdgeVersion
 from state import codec
 
 
 def _version() -> EdgeVersion:
-    return EdgeVersion("e1", "acme", "Service:cmdb:S1", "owned_by", "Team:hr:T1", None, 1_000, 5, None, "cmdb",
-                       "svc/S1", "3", "owner group T1", 0.9, "e1", ("e0",), "ev-1", 4, None)
+    return EdgeVersion(
+        edge_id="e1", tenant="acme", src="Service:cmdb:S1", rel="owned_by", dst="Team:hr:T1",
+        valid_from=None, valid_to=1_000, tx_from=5, tx_to=None, authority="cmdb", source_record="svc/S1",
+        source_version="3", evidence="owner group T1", confidence=0.9, origin="e1", supersedes=("e0",),
+        event_id="ev-1", detected_at=4,
+    )
 
 
-def test_a_version_round_trips() -> None:
+@pytest.mark.parametrize("decode", [codec.decode_version, codec.decode_interned_version])
+def test_a_version_round_trips(decode) -> None:
     version = _version()
-    assert codec.decode_version(codec.encode_version(version)) == version
+    assert decode(codec.encode_version(version)) == version
 
 
-def test_decoded_names_are_the_interned_strings() -> None:
-    decoded = codec.decode_version(codec.encode_version(_version()))
+def test_the_ledgers_reads_get_the_interned_names() -> None:
+    decoded = codec.decode_interned_version(codec.encode_version(_version()))
     for name in (decoded.tenant, decoded.src, decoded.rel, decoded.dst, decoded.authority):
-        assert name is sys.intern("".join(name))  # a fresh copy of the text interns to the same object
+        assert name is sys.intern(name.encode().decode())  # a fresh copy interns to that very object
