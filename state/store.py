@@ -75,6 +75,11 @@ LogRows = Callable[[list[EncodedVersion]], Sequence[tuple[bytes, bytes]]]
 outbox), written in the batch's own WriteBatch."""
 
 
+def _adjacency(tenant: str, node: str, rel: str, direction: Direction) -> bytes:
+    """The key prefix of a node's adjacency of one relationship and direction."""
+    return b"A" + pack(tenant, node, rel, _DIRECTION[direction])
+
+
 def _correction_order(correction: Correction) -> tuple[int, str]:
     return (correction.tx_at, correction.correction_id)
 
@@ -142,8 +147,9 @@ class LedgerStore:
         self.kv.close()
 
     # -- LedgerReader -------------------------------------------------------------------------------------
-    def _scan_versions(self, prefix: bytes) -> list[EdgeVersion]:
-        return [codec.decode_version(value) for _, value in self.kv.scan(prefix)]
+    def _scan_versions(self, prefix: bytes,
+                       decode: Callable[[bytes], EdgeVersion] = codec.decode_version) -> list[EdgeVersion]:
+        return [decode(value) for _, value in self.kv.scan(prefix)]
 
     def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
         by_dst = self._believed_by_dst(tenant, src, rel)
@@ -162,13 +168,8 @@ class LedgerStore:
 
     def _scan_believed(self, tenant: str, src: str, rel: str) -> list[EdgeVersion]:
         """The believed out-edges, read to be cached and versioned: decoded with their names interned."""
-        prefix = b"A" + pack(tenant, src, rel, "o")
-        believed = []
-        for _, value in self.kv.scan(prefix):
-            version = codec.decode_interned_version(value)
-            if version.tx_to is None:
-                believed.append(version)
-        return believed
+        out = self._scan_versions(_adjacency(tenant, src, rel, "out"), codec.decode_interned_version)
+        return [v for v in out if v.tx_to is None]
 
     def _believed_by_dst(self, tenant: str, src: str, rel: str) -> dict[str, dict[str, EdgeVersion]] | None:
         """The cached believed out-edges of (tenant, src, rel), by dst then edge id; read on a miss.
@@ -248,7 +249,7 @@ class LedgerStore:
 
     # -- GraphReader -----------------------------------------------------------------------------------------
     def adjacent(self, tenant: str, node: str, rel: str, direction: Direction) -> list[EdgeVersion]:
-        return self._scan_versions(b"A" + pack(tenant, node, rel, _DIRECTION[direction]))
+        return self._scan_versions(_adjacency(tenant, node, rel, direction))
 
     def iter_adjacent(self, tenant: str, node: str, rel: str, direction: Direction,
                       known_at: int | None = None) -> Iterator[EdgeVersion]:
@@ -257,7 +258,7 @@ class LedgerStore:
         can hold hundreds of thousands of versions. With ``known_at``, the scan ends at the first key
         recorded after it: ``tx_from`` leads the key's suffix, and the encoding keeps byte order =
         number order, so the key says it without decoding the version."""
-        prefix = b"A" + pack(tenant, node, rel, _DIRECTION[direction])
+        prefix = _adjacency(tenant, node, rel, direction)
         if known_at is None:
             for _, value in self.kv.scan(prefix):
                 yield codec.decode_version(value)
