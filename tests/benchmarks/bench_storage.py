@@ -9,9 +9,12 @@
 2. Replays that sequence, with no ledger code in between, through ``RocksKV`` into a fresh
    directory per variant; the variants take turns in each round. It reports the loading thread's
    CPU for the writes (per row), the point reads and the scans, the CPU of RocksDB's background
-   threads (flushes, compactions) until the store is closed, and the rows the scans returned. A
-   variant whose scans return fewer rows than the ledger read changes what the ledger reads, and
-   is marked: it could not be used as it is.
+   threads (flushes, compactions) until the store is closed, and the rows the scans returned.
+   After the replay, untimed, it scans prefixes that do hold rows (``probe_prefixes``: names'
+   aliases and nodes' adjacencies, as the ledger scans them). A variant whose scans return other
+   rows than the ledger's (or, for the probes, than the store's own settings) changes what the
+   ledger reads, and is marked: it could not be used as it is. (Run ``store`` first for the probe
+   comparison; the default order does.)
 3. Asks whether a write can overlap the processing of the next batch: one thread makes rocksdict's
    write of each recorded batch (built beforehand) while this one counts. The report gives both
    threads' CPU over the writes' wall time: about 1 core in all means they took turns (the write
@@ -35,11 +38,13 @@ from pathlib import Path
 
 from rocksdict import MemtableFactory, Options, Rdict, SliceTransform, WriteBatch
 
+from state.keys import pack, unpack
 from state.kv import RocksKV
 from state.store import LedgerStore
 from streams.ledger_files import load_files
 from tests.benchmarks.bench_ledger import command_line, generated_history
 
+DIFFERS = " (differs: not usable as is)"
 Get = tuple[bytes]
 Scan = tuple[bytes, bytes | None, int]
 Write = tuple[list[tuple[bytes, bytes]], Sequence[bytes]]
@@ -105,6 +110,7 @@ class Replayed:
     background_s: float = 0.0
     rows_written: int = 0
     rows_scanned: int = 0
+    probe_rows: int = 0
 
 
 def record(state: Path, events_file: Path) -> list[tuple[str, Get | Scan | Write]]:
@@ -117,10 +123,32 @@ def record(state: Path, events_file: Path) -> list[tuple[str, Get | Scan | Write
     return recording.operations
 
 
+def probe_prefixes(operations: list[tuple[str, Get | Scan | Write]], per_table: int = 2_000) -> list[bytes]:
+    """Scan prefixes that hold rows at the end of the load, as the ledger scans them: a name's
+    aliases (``N``: tenant, name) and a node's adjacency of one relationship and direction (``A``:
+    tenant, node, rel, direction), evenly sampled from the rows written."""
+    found: dict[bytes, list[bytes]] = {b"N": [], b"A": []}
+    parts_kept = {b"N": 2, b"A": 4}
+    for kind, arguments in operations:
+        if kind != "write":
+            continue
+        for key, _ in arguments[0]:  # type: ignore[index, misc]
+            table = key[:1]
+            if table in found:
+                found[table].append(b"".join((table, pack(*unpack(key[1:])[:parts_kept[table]]))))
+    prefixes: list[bytes] = []
+    for keys in found.values():
+        distinct = sorted(set(keys))
+        step = max(1, len(distinct) // per_table)
+        prefixes += distinct[::step][:per_table]
+    return prefixes
+
+
 def replay(state: Path, operations: list[tuple[str, Get | Scan | Write]],
-           tune: Callable[[Options], None] | None) -> Replayed:
+           tune: Callable[[Options], None] | None, probes: Sequence[bytes] = ()) -> Replayed:
     """The recorded operations through a fresh ``RocksKV`` opened with ``tune``; a scan takes as
-    many rows as the ledger took (fewer if the variant returns fewer)."""
+    many rows as the ledger took (fewer if the variant returns fewer). Then, untimed, a full scan
+    of each of ``probes``: the rows they return must not depend on the settings."""
     kv = RocksKV(state, bulk=True, tune=tune)
     result = Replayed()
     process_started, thread_started = time.process_time(), time.thread_time()
@@ -143,6 +171,8 @@ def replay(state: Path, operations: list[tuple[str, Get | Scan | Write]],
             result.write_s += clock() - started
             result.rows_written += len(puts) + len(deletes)  # type: ignore[arg-type]
     thread_s = time.thread_time() - thread_started
+    for prefix in probes:
+        result.probe_rows += sum(1 for _ in kv.scan(prefix))
     kv.close()  # flushes the memtables: their cost is background work too
     result.background_s = time.process_time() - process_started - thread_s
     return result
@@ -206,19 +236,25 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Command: `{command_line(args, parser.prog)}`\n")
         print(f"Recorded: {counts['get']:,} point reads, {counts['scan']:,} scans, "
               f"{counts['write']:,} write batches.\n")
-        print("| round | variant | writes s | ns per row | point reads s | scans s | background CPU s | rows scanned |")
-        print("|---|---|---|---|---|---|---|---|")
+        probes = probe_prefixes(operations)
+        print("| round | variant | writes s | ns per row | point reads s | scans s | background CPU s "
+              f"| rows the ledger's scans got | rows {len(probes):,} probe scans got |")
+        print("|---|---|---|---|---|---|---|---|---|")
         expected_rows = sum(arguments[2] for kind, arguments in operations if kind == "scan")  # type: ignore[misc]
+        expected_probe_rows: int | None = None
         for round_number in range(1, args.rounds + 1):
             for name in names:
                 shutil.rmtree(work / name, ignore_errors=True)
-                result = replay(work / name, operations, VARIANTS[name])
+                result = replay(work / name, operations, VARIANTS[name], probes)
                 shutil.rmtree(work / name, ignore_errors=True)
-                differs = result.rows_scanned != expected_rows
+                if name == "store":
+                    expected_probe_rows = result.probe_rows
+                differs = result.rows_scanned != expected_rows or (
+                    expected_probe_rows is not None and result.probe_rows != expected_probe_rows)
                 per_row = 1e9 * result.write_s / result.rows_written
                 print(f"| {round_number} | {name} | {result.write_s:.2f} | {per_row:,.0f} | "
                       f"{result.get_s:.2f} | {result.scan_s:.2f} | {result.background_s:.2f} | "
-                      f"{result.rows_scanned:,}{' (differs: not usable as is)' if differs else ''} |", flush=True)
+                      f"{result.rows_scanned:,} | {result.probe_rows:,}{DIFFERS if differs else ''} |", flush=True)
         wall, writer_cpu, own = write_overlap(work / "overlap", operations)
         print(f"\nWrites on a second thread: {wall:.2f} s wall, {writer_cpu:.2f} s CPU on that thread, "
               f"{own:.2f} s on this one meanwhile: {(writer_cpu + own) / wall:.2f} cores in all.")
