@@ -15,7 +15,7 @@ from typing import Any, Literal
 from processors.identity import entity_type_of, normalise_name
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
-from processors.traversal import Limits, Path, Plan, PlanRefused, Step, Traversal, traverse
+from processors.traversal import UNBOUNDED_HOPS, Limits, Path, Plan, PlanRefused, Step, Traversal, traverse
 from schemas.ontology import Ontology
 from schemas.results import (
     AnchorOut,
@@ -118,7 +118,10 @@ def plan_for(request: QueryRequest, ontology: Ontology) -> Plan:
         unknown = sorted({rel for rel, _ in request.edges} - set(ontology.relationships))
         if unknown:
             raise PlanRefused(f"unknown relationship(s) in --edges: {', '.join(unknown)}")
-        return Plan(name, (Step(request.edges, 1, request.limits.max_depth),), request.node_types)
+        # No hop limit of its own: max_depth is a ceiling here as everywhere, so a walk it cuts (paths
+        # that could go on) says truncated, max_depth and the frontier, as dependents-of does. A step of
+        # max_depth hops would run out exactly there and never reach the ceiling's check.
+        return Plan(name, (Step(request.edges, 1, UNBOUNDED_HOPS),), request.node_types)
     raise PlanRefused(f"unknown query {name!r}; one of: {', '.join(QUERY_NAMES)}")
 
 

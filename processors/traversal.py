@@ -13,12 +13,17 @@ which nodes were left unexpanded (the frontier): a partial answer never looks co
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 
 from processors.identity import entity_type_of
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
+
+UNBOUNDED_HOPS = sys.maxsize
+"""A step's ``max_hops`` when only the walk's ``max_depth`` bounds it (``traverse``). The ceiling, not
+the step, then stops the walk, so reaching it is reported as ``max_depth`` truncation."""
 
 
 @dataclass(frozen=True, slots=True)

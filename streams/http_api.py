@@ -200,8 +200,10 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "Follows only the listed relationship:direction pairs (`edges=depends_on:in,owned_by:out`), up to "
         "`max_depth` hops; every node reached is an answer. Use it for questions the named traversals do not "
         "cover.\n\n"
-        "Not for: unbounded exploration. A relationship outside the ontology is refused (422). Here `max_depth` "
-        "is the number of hops asked for, so reaching it is not reported as truncation.",
+        "Not for: unbounded exploration. A relationship outside the ontology is refused (422). `max_depth` is a "
+        "ceiling here too: a path that reaches it is cut there and reported (`truncated`, `limits_hit: "
+        "[max_depth]`, its last node in `frontier`), as the walk does not read past the ceiling to learn "
+        "whether more lies beyond.",
     ),
 }
 

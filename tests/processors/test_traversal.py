@@ -5,7 +5,8 @@ import pytest
 from processors.queries import QueryEngine, QueryRequest
 from processors.traversal import Limits, PlanRefused
 from schemas.ontology import default_ontology
-from tests.harness import Ledger
+from schemas.times import parse_micros
+from tests.harness import FAR_FUTURE, Ledger
 
 CONNECTOR = "Component:cmdb:CI0042"
 REPORTS, ETL, DASH = "Service:cmdb:S1", "Service:cmdb:S2", "Service:cmdb:S3"
@@ -155,3 +156,80 @@ def test_a_capped_walk_stops_reading_a_hub_at_its_budget(ledger: Ledger) -> None
     result = engine.run(QueryRequest("dependents-of", "acme", CONNECTOR, now, now, Limits(max_expansions=20)))
     assert result.truncated and result.counts.edges_read == 20
     assert len(decoded) == 21, "the record that trips the budget is the last one decoded"
+
+
+# -- max_depth is a ceiling for every traversal, traverse included ---------------------------------------
+SERVICE = "Service:cmdb:S1"
+COMPONENTS = ["Component:cmdb:C1", "Component:cmdb:C2", "Component:cmdb:C3", "Component:cmdb:C4"]
+DEPENDENTS = {"traverse": {"edges": (("depends_on", "in"),)}, "dependents-of": {"depth": 5}}
+"""The same walk asked two ways: reverse depends_on until max_depth stops it."""
+
+
+def chain(ledger: Ledger, length: int) -> Ledger:
+    """C<length> -depends_on-> ... -> C1 -depends_on-> S1."""
+    change = ledger.at("2026-03-01T00:00:00Z").change("cmdb")
+    below = SERVICE
+    for component in COMPONENTS[:length]:
+        change.asserts(component, "depends_on", below)
+        below = component
+    change.send()
+    return ledger
+
+
+@pytest.mark.parametrize("name", sorted(DEPENDENTS))
+def test_a_chain_longer_than_max_depth_is_cut_and_says_so(ledger: Ledger, name: str) -> None:
+    result = chain(ledger, 3).query(name, SERVICE, limits=Limits(max_depth=2), **DEPENDENTS[name])
+    assert [r.entity for r in result.results] == COMPONENTS[:2]
+    assert result.truncated and result.limits_hit == ["max_depth"]
+    assert [(f.node, f.depth, f.reason) for f in result.frontier] == [(COMPONENTS[1], 2, "max_depth")]
+    assert result.disposition == "answer" and "ceiling" in result.coverage.note
+
+
+@pytest.mark.parametrize("name", sorted(DEPENDENTS))
+def test_a_chain_exactly_max_depth_long_is_reported_cut_as_the_walk_reads_nothing_past_the_ceiling(
+        ledger: Ledger, name: str) -> None:
+    """Nothing depends on C2, but knowing that means reading C2's adjacency, one hop past max_depth. The walk
+    does not, so it cannot tell this chain from a longer one: it says where it stopped ("there may be more"),
+    and the answer does not depend on the adjacency it did not read (what keeps the cache exact)."""
+    chain(ledger, 2)
+    asked = QueryRequest(name, "acme", SERVICE, parse_micros(FAR_FUTURE), parse_micros(FAR_FUTURE),
+                         Limits(max_depth=2), **DEPENDENTS[name])
+    result, read_set = ledger.engine.run_with_read_set(asked)
+    assert [r.entity for r in result.results] == COMPONENTS[:2]
+    assert result.truncated and result.limits_hit == ["max_depth"]
+    assert [(f.node, f.depth) for f in result.frontier] == [(COMPONENTS[1], 2)]
+    assert result.counts.edges_read == 2
+    assert (COMPONENTS[1], "depends_on", "in") not in read_set
+
+
+@pytest.mark.parametrize("name", sorted(DEPENDENTS))
+def test_a_chain_shorter_than_max_depth_is_complete(ledger: Ledger, name: str) -> None:
+    result = chain(ledger, 1).query(name, SERVICE, limits=Limits(max_depth=2), **DEPENDENTS[name])
+    assert [r.entity for r in result.results] == COMPONENTS[:1]
+    assert not result.truncated and result.limits_hit == [] and result.frontier == []
+    assert result.disposition == "answer" and result.coverage.note == "complete within the stated limits"
+
+
+@pytest.mark.parametrize("name", sorted(DEPENDENTS))
+def test_a_walk_from_the_end_of_a_chain_is_none(ledger: Ledger, name: str) -> None:
+    result = chain(ledger, 2).query(name, COMPONENTS[1], limits=Limits(max_depth=2), **DEPENDENTS[name])
+    assert result.results == [] and not result.truncated and result.disposition == "none"
+
+
+@pytest.mark.parametrize("max_depth", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("length", [1, 2, 3, 4])
+def test_traverse_and_dependents_of_agree_on_where_max_depth_cuts(ledger: Ledger, length: int,
+                                                                  max_depth: int) -> None:
+    chain(ledger, length)
+    walked, dependents = (ledger.query(name, SERVICE, limits=Limits(max_depth=max_depth), **DEPENDENTS[name])
+                          for name in ("traverse", "dependents-of"))
+    same = {"results", "paths", "edges", "counts", "disposition", "truncated", "limits_hit", "frontier", "coverage"}
+    assert walked.model_dump(include=same) == dependents.model_dump(include=same)
+    assert walked.truncated == (length >= max_depth)
+
+
+def test_dependents_of_reaching_its_own_depth_is_not_truncation(ledger: Ledger) -> None:
+    """``depth`` is how far the question goes; max_depth only cuts when the plan would go further."""
+    result = chain(ledger, 3).query("dependents-of", SERVICE, depth=2, limits=Limits(max_depth=2))
+    assert [r.entity for r in result.results] == COMPONENTS[:2]
+    assert not result.truncated and result.frontier == []
