@@ -175,6 +175,33 @@ def test_past_answers_are_reproducible_after_later_writes(served: tuple[Ledger, 
     assert uncached.model_dump() == first.model_dump()
 
 
+def test_a_traverse_cut_at_max_depth_stays_exact_as_the_chain_grows_and_breaks(ledger: Ledger) -> None:
+    """The cut is reported whatever lies past it, so an edge beyond the frontier changes nothing (a hit); an
+    edge the walk read does (a miss), and every answer equals the uncached one."""
+    c1, c2, c3 = "Component:cmdb:C1", "Component:cmdb:C2", "Component:cmdb:C3"
+    ledger.at("2026-03-01T00:00:00Z").change("cmdb").asserts(c1, "depends_on", REPORTS).asserts(
+        c2, "depends_on", c1).send()
+    engine = cached_engine(ledger)
+    asked = request("traverse", REPORTS, edges=parse_edge_allowlist("depends_on:in"), limits=Limits(max_depth=2))
+
+    def answer() -> tuple[QueryResult, str]:
+        result, status = engine.run_with_status(asked)
+        assert result.model_dump() == QueryEngine(ledger.store, ONTOLOGY).run(asked).model_dump()
+        return result, status
+
+    cut, _ = answer()
+    assert cut.truncated and [f.node for f in cut.frontier] == [c2]
+    ledger.change("cmdb").asserts(c3, "depends_on", c2).send()
+    grown, status = answer()
+    assert status == "hit" and grown.frontier == cut.frontier
+    (middle,) = ledger.versions(c2, "depends_on")
+    ledger.send({"kind": "revoke", "event_id": "rv-chain", "tenant": "acme", "edge_id": middle.edge_id,
+                 "reason": "wrong"})
+    broken, status = answer()
+    assert status == "miss" and [r.entity for r in broken.results] == [c1]
+    assert not broken.truncated and broken.frontier == []
+
+
 def test_valid_at_now_hits_until_it_crosses_a_boundary_of_the_data_read(ledger: Ledger) -> None:
     ledger.change("cmdb").asserts(CONNECTOR, "owned_by", ANA, valid_to="2026-06-01").asserts(
         CONNECTOR, "owned_by", PLAT, valid_from="2026-06-01", evidence="moved").send()
