@@ -357,7 +357,8 @@ class CachedQueryEngine:
     def _still_holds(self, result: QueryResult, request: QueryRequest) -> bool:
         """What the adjacency read set does not cover: the anchor, result names, stale sources."""
         tenant = request.tenant
-        anchor = resolve_anchor(self.reader, tenant, request.entity, request.known_at)
+        anchor = resolve_anchor(self.reader, tenant, request.entity, request.known_at,
+                                entity_types=self.ontology.entity_types)
         if anchor != result.anchor:
             return False
         for answer in result.results:

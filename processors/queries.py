@@ -8,7 +8,7 @@ too, so an as-known query sees the identities of its time.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -126,17 +126,40 @@ def plan_for(request: QueryRequest, ontology: Ontology) -> Plan:
 
 
 # -- anchor resolution -----------------------------------------------------------------------------------
-def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int) -> AnchorOut:
-    """Identifier first, then the alias table (optionally ``Type:name``), as of ``known_at``."""
+def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int, *,
+                   entity_types: Collection[str]) -> AnchorOut:
+    """Identifier first, then the alias table, as of ``known_at``.
+
+    ``Type:name`` looks ``name`` up among the entities of that type when ``Type`` is one of
+    ``entity_types`` (the ontology in use). When the prefix is no such type, or that lookup finds
+    nothing, the whole text is the name: an alias may hold a colon ("Ledger: Writer"). A capitalised
+    prefix the ontology does not know is still tried as a type, after the whole text, so that data
+    loaded under another ontology than the reader's (``query`` reads with the default one) resolves
+    as before.
+    """
     entity = reader.entity(tenant, text)
     if entity is not None and entity.first_tx <= known_at:
         return AnchorOut(input=text, entity=text, resolution="identifier")
     wanted_type, _, rest = text.partition(":")
-    if rest and reader.entity(tenant, text) is None and wanted_type[:1].isupper():
-        candidates = [e for e in reader.alias_targets(tenant, normalise_name(rest), known_at)
-                      if entity_type_of(e) == wanted_type]
-    else:
-        candidates = reader.alias_targets(tenant, normalise_name(text), known_at)
+
+    def whole() -> list[str]:
+        return reader.alias_targets(tenant, normalise_name(text), known_at)
+
+    def typed() -> list[str]:
+        return [e for e in reader.alias_targets(tenant, normalise_name(rest), known_at)
+                if entity_type_of(e) == wanted_type]
+
+    lookups: tuple[Callable[[], list[str]], ...] = (whole,)
+    if rest and entity is None:
+        if wanted_type in entity_types:
+            lookups = (typed, whole)
+        elif wanted_type[:1].isupper():
+            lookups = (whole, typed)
+    candidates: list[str] = []
+    for lookup in lookups:
+        candidates = lookup()
+        if candidates:
+            break
     if len(candidates) == 1:
         return AnchorOut(input=text, entity=candidates[0], resolution="alias")
     if candidates:
@@ -195,7 +218,8 @@ class QueryEngine:
         if not request.tenant:
             raise PlanRefused("a query needs a tenant; there is no default tenant")
         plan = None if request.name == "changed-between" else plan_for(request, self.ontology)
-        anchor = resolve_anchor(self.reader, request.tenant, request.entity, request.known_at)
+        anchor = resolve_anchor(self.reader, request.tenant, request.entity, request.known_at,
+                                entity_types=self.ontology.entity_types)
         result = QueryResult(
             query=QueryOut(name=request.name, tenant=request.tenant, entity=request.entity,
                            limits=_limits_dict(request.limits), params=request.params()),
@@ -292,7 +316,7 @@ class QueryEngine:
                 adjacent_any: Callable[[str, str], Iterable[EdgeVersion]]) -> HistoryResult:
         if not tenant:
             raise PlanRefused("history needs a tenant; there is no default tenant")
-        anchor = resolve_anchor(self.reader, tenant, entity, known_at)
+        anchor = resolve_anchor(self.reader, tenant, entity, known_at, entity_types=self.ontology.entity_types)
         versions: list[EdgeVersion] = []
         if anchor.entity is not None:
             seen: set[str] = set()

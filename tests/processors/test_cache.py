@@ -297,8 +297,9 @@ EDGES = (
 )
 DATES = [None, "2026-01-01", "2026-03-01", "2026-05-01"]
 VALID_ATS = ["2025-12-01", "2026-01-01", "2026-02-15", "2026-03-01", "2026-04-01", "2026-05-01", FAR_FUTURE]
-ALIASES = ["alpha", "beta"]
-ANCHORS = SERVICES + COMPONENTS * 3 + TEAMS + ["alpha", "beta", "Service:alpha", "Service:cmdb:NOPE"]
+ALIASES = ["alpha", "beta", "Ledger: alpha", "Service: beta"]
+ANCHORS = SERVICES + COMPONENTS * 3 + TEAMS + ["alpha", "beta", "Service:alpha", "Service:cmdb:NOPE",
+                                               "Ledger: alpha", "Service: beta"]
 LIMITS = [Limits(), Limits(max_expansions=4), Limits(max_paths=2), Limits(max_degree=1), Limits(max_depth=2),
           Limits(max_evidence_tokens=3)]
 SYSTEM_OF = {"depends_on": "cmdb", "owned_by": "cmdb", "governed_by": "policy", "requires": "policy"}

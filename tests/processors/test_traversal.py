@@ -133,6 +133,69 @@ def test_alias_and_canonical_id_give_the_same_paths(chapter_graph: Ledger) -> No
     assert by_alias.paths == by_id.paths
 
 
+# -- anchors: identifier, Type:name, and names that hold a colon -------------------------------------------
+WRITER = "Component:cmdb:C2"
+
+
+@pytest.fixture
+def colon_names(ledger: Ledger) -> Ledger:
+    """A component named "Ledger: Writer", a Service and a Component both called "billing", and a component
+    named "Service: Gateway" (no service is called gateway)."""
+    change = ledger.at("2026-03-01T00:00:00Z").change("cmdb")
+    change.event["assert"] += [
+        {"src": {"type": "Component", "id": "cmdb:C2", "name": "Ledger: Writer"}, "rel": "owned_by",
+         "dst": {"type": "Team", "id": "hr:T-PLAT"}},
+        {"src": {"type": "Service", "id": "cmdb:S7", "name": "billing"}, "rel": "owned_by",
+         "dst": {"type": "Team", "id": "hr:T-ANA"}},
+        {"src": {"type": "Component", "id": "cmdb:C7", "name": "billing"}, "rel": "owned_by",
+         "dst": {"type": "Team", "id": "hr:T-ANA"}},
+        {"src": {"type": "Component", "id": "cmdb:C8", "name": "Service: Gateway"}, "rel": "owned_by",
+         "dst": {"type": "Team", "id": "hr:T-PLAT"}},
+    ]
+    change.send()
+    return ledger
+
+
+@pytest.mark.parametrize("text", ["Ledger: Writer", "ledger writer", "LEDGER:WRITER", "Component:Ledger: Writer"])
+def test_a_name_with_a_colon_resolves_as_a_whole(colon_names: Ledger, text: str) -> None:
+    """"Ledger" is no entity type, so "Ledger: Writer" is a name, not Type:name."""
+    result = colon_names.query("owners-of", text)
+    assert (result.anchor.resolution, result.anchor.entity) == ("alias", WRITER)
+    assert [r.entity for r in result.results] == [PLAT] and result.disposition == "answer"
+
+
+def test_type_id_and_type_name_resolve_as_before(colon_names: Ledger) -> None:
+    def anchor(text: str) -> tuple[str, str | None, list[str]]:
+        found = colon_names.query("owners-of", text).anchor
+        return found.resolution, found.entity, found.candidates
+
+    assert anchor(WRITER) == ("identifier", WRITER, [])
+    assert anchor("billing") == ("ambiguous", None, ["Component:cmdb:C7", "Service:cmdb:S7"])
+    assert anchor("Service:billing") == ("alias", "Service:cmdb:S7", [])
+    assert anchor("Component:billing") == ("alias", "Component:cmdb:C7", [])
+    assert anchor("Team:Ledger: Writer") == ("unresolved", None, []), "a type narrows: no team has that name"
+    assert anchor("Service:cmdb:NOPE") == ("unresolved", None, [])
+
+
+def test_a_name_that_starts_with_a_type_falls_back_to_the_whole_text(colon_names: Ledger) -> None:
+    """No service is called "Gateway", so "Service: Gateway" is the component's name."""
+    result = colon_names.query("owners-of", "Service: Gateway")
+    assert (result.anchor.resolution, result.anchor.entity) == ("alias", "Component:cmdb:C8")
+
+
+def test_a_type_the_readers_ontology_does_not_know_is_still_tried_after_the_whole_text(colon_names: Ledger) -> None:
+    """Data loaded under another ontology than the reader's: its Type:name resolves as it did before."""
+    from processors.queries import resolve_anchor
+
+    def anchor(text: str) -> tuple[str, str | None]:
+        found = resolve_anchor(colon_names.store, "acme", text, parse_micros(FAR_FUTURE), entity_types=())
+        return found.resolution, found.entity
+
+    assert anchor("Component:Ledger: Writer") == ("alias", WRITER)
+    assert anchor("Service:billing") == ("alias", "Service:cmdb:S7")
+    assert anchor("Ledger: Writer") == ("alias", WRITER)
+
+
 def test_a_capped_walk_stops_reading_a_hub_at_its_budget(ledger: Ledger) -> None:
     change = ledger.at("2026-03-01T00:00:00Z").change("cmdb")
     for i in range(500):
