@@ -4,36 +4,207 @@ A trace is affected when an edge version it used has since been closed: the beli
 was corrected or revoked. Traces that drove an action (approval routing, permission change,
 external change) come before those that did not; then the oldest decision first, since it has
 stood longest on a corrected belief. Re-running them as of the same valid time is replay's job.
+
+A trace may omit ``edge_ids`` (the contract allows it): an answer as of a past ``known_at`` is
+reproducible, so its ids are re-derived here, at read time, by re-running the recorded query
+through the same ``QueryEngine`` the CLI's ``query`` uses, as of the trace's ``valid_at`` and
+``known_at``. They are then judged exactly as recorded ids are. A trace whose query cannot be
+re-run is never dropped: it is listed as ``edge_ids unknown`` with the reason, and ranked by the
+same rule as the affected ones, since nothing rules it out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Literal
 
-from processors.model import EdgeVersion, Trace
+from processors.model import Direction, EdgeVersion, Trace
+from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edge_allowlist
+from processors.traversal import Limits, PlanRefused
+from schemas.times import format_micros, parse_micros
 
 ACTION_RANK = {"approval_routing": 0, "permission_change": 0, "external_change": 0, "none": 1}
+
+EdgeIdsSource = Literal["recorded", "re-derived", "unknown"]
+
+_LIMIT_FIELDS = tuple(Limits.__dataclass_fields__)
+_PARAM_FIELDS = ("depth", "edges", "node_types", "from", "to", "axis")
+
+
+class CannotRederive(Exception):
+    """The trace's recorded query cannot be re-run; the message says why."""
 
 
 @dataclass(frozen=True, slots=True)
 class AffectedTrace:
     trace: Trace
     corrected: tuple[EdgeVersion, ...]
+    edge_ids: tuple[str, ...] = ()
+    edge_ids_source: EdgeIdsSource = "recorded"
+    unknown_reason: str | None = None
 
     @property
     def action_bearing(self) -> bool:
         return self.trace.action != "none"
 
+    @property
+    def status(self) -> str:
+        """``affected``, or ``edge_ids unknown: <why the query could not be re-run>``."""
+        if self.unknown_reason is not None:
+            return f"edge_ids unknown: {self.unknown_reason}"
+        return "affected"
 
-def affected_traces(traces: Iterable[Trace], version_of: Callable[[str], EdgeVersion | None]) -> list[AffectedTrace]:
+
+def affected_traces(traces: Iterable[Trace], version_of: Callable[[str], EdgeVersion | None],
+                    engine: QueryEngine) -> list[AffectedTrace]:
+    """Affected traces and traces whose edge ids are unknown, ranked together: action-bearing first,
+    then the oldest ``known_at``, then trace id. ``engine`` re-derives the ids a trace omitted."""
     affected = []
     for trace in traces:
+        source: EdgeIdsSource = "recorded"
+        edge_ids = trace.edge_ids
+        if edge_ids is None:
+            try:
+                edge_ids = rederive_edge_ids(engine, trace)
+            except CannotRederive as why:
+                affected.append(AffectedTrace(trace, (), (), "unknown", str(why)))
+                continue
+            source = "re-derived"
         corrected = tuple(
-            version for version in (version_of(edge_id) for edge_id in trace.edge_ids or ())
+            version for version in (version_of(edge_id) for edge_id in edge_ids)
             if version is not None and version.tx_to is not None and version.tx_to > trace.known_at
         )
         if corrected:
-            affected.append(AffectedTrace(trace, corrected))
+            affected.append(AffectedTrace(trace, corrected, edge_ids, source))
     affected.sort(key=lambda a: (ACTION_RANK.get(a.trace.action, 1), a.trace.known_at, a.trace.trace_id))
     return affected
+
+
+def rederive_edge_ids(engine: QueryEngine, trace: Trace) -> tuple[str, ...]:
+    """Every edge id in the answer the trace's query gives as of its two clocks, in answer order.
+    Raises ``CannotRederive`` when the query cannot be re-run or its anchor does not resolve."""
+    if trace.known_at > trace.tx_at:
+        raise CannotRederive(
+            f"known_at {format_micros(trace.known_at)} is after the ledger recorded the trace "
+            f"({format_micros(trace.tx_at)}): the answer as of it was not final then")
+    request = trace_request(trace)
+    try:
+        result = engine.run(request)
+    except (PlanRefused, ValueError, TypeError) as error:
+        raise CannotRederive(f"the recorded query cannot be re-run: {error}") from None
+    anchor = result.anchor
+    if anchor.resolution == "ambiguous":
+        raise CannotRederive(f"anchor {request.entity!r} was ambiguous as of known_at "
+                             f"({', '.join(anchor.candidates)})")
+    if anchor.entity is None:
+        raise CannotRederive(f"anchor {request.entity!r} did not resolve as of known_at")
+    ids: dict[str, None] = {}
+    for path in result.paths:
+        ids.update(dict.fromkeys(path.edges))
+    ids.update(dict.fromkeys(result.edges))
+    return tuple(ids)
+
+
+def trace_request(trace: Trace) -> QueryRequest:
+    """The ``QueryRequest`` a trace's ``query`` object records, as of the trace's clocks.
+
+    The object is ``{"name", "entity"}`` plus, optionally, what a query result's ``query`` carries:
+    ``tenant``, ``limits`` and ``params`` (``depth``, ``edges``, ``node_types``, ``from``, ``to``,
+    ``axis``); a limit or parameter may also sit at the top level. Limits not recorded take the
+    defaults the ``query`` command uses. A field it does not know is refused rather than ignored:
+    ignoring it could re-run a different question."""
+    query = dict(trace.query)
+    name = query.pop("name", None)
+    if not isinstance(name, str) or not name:
+        raise CannotRederive("the recorded query has no name")
+    if name not in QUERY_NAMES:
+        raise CannotRederive(f"unknown query {name!r}; one of: {', '.join(QUERY_NAMES)}")
+    entity = query.pop("entity", None)
+    if not isinstance(entity, str) or not entity:
+        raise CannotRederive("the recorded query names no entity")
+    tenant = query.pop("tenant", trace.tenant)
+    if tenant != trace.tenant:
+        raise CannotRederive(f"the recorded query's tenant {tenant!r} is not the trace's {trace.tenant!r}")
+    limits = _section(query, "limits", _LIMIT_FIELDS)
+    params = _section(query, "params", _PARAM_FIELDS)
+    if query:
+        raise CannotRederive(f"the recorded query has unknown field(s): {', '.join(sorted(query))}")
+    try:
+        return QueryRequest(
+            name=name, tenant=trace.tenant, entity=entity, valid_at=trace.valid_at, known_at=trace.known_at,
+            limits=Limits(**{key: _integer(key, value) for key, value in limits.items()}),
+            depth=_integer("depth", params.get("depth", 1)),
+            edges=_edges(params["edges"]) if "edges" in params else (),
+            node_types=_node_types(params["node_types"]) if params.get("node_types") is not None else None,
+            changed_from=_instant("from", params.get("from")),
+            changed_to=_instant("to", params.get("to")),
+            axis=_axis(params.get("axis", "valid")),
+        )
+    except ValueError as error:
+        raise CannotRederive(f"malformed query parameter: {error}") from None
+
+
+def _section(query: dict[str, Any], key: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    """``query[key]`` (an object) merged with any of ``fields`` given at the top level; both are
+    removed from ``query``. Unknown keys inside the object, or one value given twice differently,
+    are refused."""
+    nested = query.pop(key, None)
+    if nested is None:
+        nested = {}
+    if not isinstance(nested, dict):
+        raise CannotRederive(f"the recorded query's {key!r} is not an object")
+    unknown = sorted(set(nested) - set(fields))
+    if unknown:
+        raise CannotRederive(f"the recorded query's {key!r} has unknown field(s): {', '.join(unknown)}")
+    merged = dict(nested)
+    for name in fields:
+        if name in query:
+            value = query.pop(name)
+            if name in merged and merged[name] != value:
+                raise CannotRederive(f"the recorded query gives {name!r} twice, differently")
+            merged[name] = value
+    return merged
+
+
+def _integer(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, not {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1")
+    return value
+
+
+def _edges(value: object) -> tuple[tuple[str, Direction], ...]:
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        value = ",".join(value)
+    if not isinstance(value, str):
+        raise ValueError(f"edges must be 'rel:dir,...' or a list of 'rel:dir', not {value!r}")
+    return parse_edge_allowlist(value)
+
+
+def _node_types(value: object) -> frozenset[str] | None:
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"node_types must be a list of type names, not {value!r}")
+    return frozenset(item.strip() for item in value if item.strip()) or None
+
+
+def _instant(name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be an ISO-8601 time, not {value!r}")
+    try:
+        return parse_micros(value)
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
+
+
+def _axis(value: object) -> Literal["valid", "tx"]:
+    if value == "valid":
+        return "valid"
+    if value == "tx":
+        return "tx"
+    raise ValueError(f"axis must be 'valid' or 'tx', not {value!r}")

@@ -201,14 +201,19 @@ def review_list(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> Non
 
 @traces_app.command("affected")
 def traces_affected(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> None:
-    """Traces whose edges were later corrected or revoked, action-bearing first."""
+    """Traces whose edges were later corrected or revoked, action-bearing first.
+
+    A trace recorded without edge ids has them re-derived by re-running its query as of its two
+    clocks; one whose query cannot be re-run is listed as `edge_ids unknown` with the reason."""
     from processors.replay import affected_traces
 
     with reading(state) as store:
-        found = affected_traces(store.traces(tenant), lambda edge_id: store.version(tenant, edge_id))
+        found = affected_traces(store.traces(tenant), lambda edge_id: store.version(tenant, edge_id),
+                                QueryEngine(store, default_ontology()))
     items = [
         {"trace_id": a.trace.trace_id, "action": a.trace.action, "query": a.trace.query,
          "valid_at": format_micros(a.trace.valid_at), "known_at": format_micros(a.trace.known_at),
+         "status": a.status, "edge_ids_source": a.edge_ids_source, "edge_ids": list(a.edge_ids),
          "corrected_edges": [{"edge_id": v.edge_id, "closed_at": format_micros(v.tx_to)} for v in a.corrected]}
         for a in found
     ]
@@ -216,8 +221,12 @@ def traces_affected(state: StateDir, tenant: Tenant, as_json: AsJson = False) ->
         _emit(items)
         return
     for item in items:
+        head = f"{item['trace_id']}  [{item['action']}]  known at {item['known_at']}"
+        if item["edge_ids_source"] == "unknown":
+            sys.stdout.write(f"{head}  {item['status']}\n")
+            continue
         edges = ", ".join(e["edge_id"] for e in item["corrected_edges"])
-        sys.stdout.write(f"{item['trace_id']}  [{item['action']}]  known at {item['known_at']}  corrected: {edges}\n")
+        sys.stdout.write(f"{head}  corrected: {edges}  (edge ids {item['edge_ids_source']})\n")
     if not items:
         sys.stdout.write("no recorded answer used an edge that was later corrected\n")
 

@@ -134,9 +134,14 @@ def _answer(state: Path, believed_on_april_22: int, out: TextIO) -> None:
             out.write(f"  {correction.event_id}: {correction.cause} closed {list(correction.old_edge_ids)} "
                       f"appended {list(correction.new_edge_ids)}\n")
         out.write("\n== Recorded agent answers that used a belief later corrected (action-bearing first)\n")
-        for affected in affected_traces(store.traces("acme"), lambda edge_id: store.version("acme", edge_id)):
+        for affected in affected_traces(store.traces("acme"), lambda edge_id: store.version("acme", edge_id),
+                                        engine):
+            if affected.unknown_reason is not None:
+                out.write(f"  {affected.trace.trace_id} [{affected.trace.action}] {affected.status}\n")
+                continue
+            rederived = " (edge ids re-derived)" if affected.edge_ids_source == "re-derived" else ""
             out.write(f"  {affected.trace.trace_id} [{affected.trace.action}] used "
-                      f"{', '.join(v.edge_id for v in affected.corrected)}, since corrected\n")
+                      f"{', '.join(v.edge_id for v in affected.corrected)}, since corrected{rederived}\n")
         out.write("\n== Review queue\n")
         for item in store.review_items("acme"):
             out.write(f"  [{item.category}] {item.reason}\n")
