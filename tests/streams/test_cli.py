@@ -72,3 +72,29 @@ def test_help_is_there_for_a_newcomer() -> None:
     out = edgeledger("--help").stdout
     for command in ("load", "query", "history", "corrections", "demo"):
         assert command in out
+
+
+def test_traces_affected_re_derives_omitted_edge_ids_and_lists_what_it_cannot(tmp_path: Path) -> None:
+    events = []
+    for line in DEMO_EVENTS.read_text().splitlines():
+        event = json.loads(line)
+        if event["kind"] == "trace":
+            recorded = {**event, "event_id": "tr-copy", "trace_id": "copy", "action": "none"}
+            unknown = {**event, "event_id": "tr-bad", "trace_id": "bad", "query": {"name": "who-knows", "entity": "x"}}
+            del event["edge_ids"], unknown["edge_ids"]
+            events += [recorded, unknown]
+        events.append(event)
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    state = tmp_path / "state"
+    edgeledger("load", str(path), "--state", str(state), "--simulated-clock")
+    found = json.loads(edgeledger("traces", "affected", "--state", str(state), "--tenant", "acme", "--json").stdout)
+    assert [(t["trace_id"], t["edge_ids_source"]) for t in found] == [
+        ("agent-run-0422", "re-derived"), ("bad", "unknown"), ("copy", "recorded")]
+    assert found[0]["edge_ids"] == found[2]["edge_ids"] == ["e581374abda4fabaa"]
+    assert found[0]["corrected_edges"] == found[2]["corrected_edges"]
+    assert found[1]["status"].startswith("edge_ids unknown: unknown query 'who-knows'")
+    text = edgeledger("traces", "affected", "--state", str(state), "--tenant", "acme").stdout.splitlines()
+    assert text[0].startswith("agent-run-0422  [approval_routing]") and text[0].endswith("(edge ids re-derived)")
+    assert "edge_ids unknown: unknown query 'who-knows'" in text[1]
+    assert text[2].endswith("(edge ids recorded)")
