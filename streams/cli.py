@@ -220,13 +220,13 @@ def traces_affected(state: StateDir, tenant: Tenant, as_json: AsJson = False) ->
     if as_json:
         _emit(items)
         return
-    for item in items:
-        head = f"{item['trace_id']}  [{item['action']}]  known at {item['known_at']}"
-        if item["edge_ids_source"] == "unknown":
-            sys.stdout.write(f"{head}  {item['status']}\n")
+    for a in found:
+        head = f"{a.trace.trace_id}  [{a.trace.action}]  known at {format_micros(a.trace.known_at)}"
+        if a.unknown_reason is not None:
+            sys.stdout.write(f"{head}  {a.status}\n")
             continue
-        edges = ", ".join(e["edge_id"] for e in item["corrected_edges"])
-        sys.stdout.write(f"{head}  corrected: {edges}  (edge ids {item['edge_ids_source']})\n")
+        edges = ", ".join(v.edge_id for v in a.corrected)
+        sys.stdout.write(f"{head}  corrected: {edges}  (edge ids {a.edge_ids_source})\n")
     if not items:
         sys.stdout.write("no recorded answer used an edge that was later corrected\n")
 

@@ -84,7 +84,7 @@ def test_a_re_derived_trace_whose_answer_was_not_corrected_is_not_affected(ledge
 
 
 def test_a_trace_whose_query_cannot_be_re_run_is_listed_with_its_reason(ledger: Ledger) -> None:
-    bad = {
+    bad: dict[str, dict[str, Any]] = {
         "unknown-name": {"name": "best-friends", "entity": CONNECTOR},
         "no-anchor": {"name": "owners-of", "entity": "Component:cmdb:NOPE"},
         "bad-depth": {"name": "dependents-of", "entity": CONNECTOR, "depth": "two"},
