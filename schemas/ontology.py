@@ -7,12 +7,13 @@ The default lives in ``ontology.json`` beside this module; a deployment may pass
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from schemas.config_files import load_model
 
 ANY = "*"
 DEFAULT_ONTOLOGY_PATH = Path(__file__).with_name("ontology.json")
@@ -47,7 +48,8 @@ class Ontology(BaseModel):
 
 
 def load_ontology(path: Path | str) -> Ontology:
-    return Ontology.model_validate(json.loads(Path(path).read_text()))
+    """The ontology file at ``path``; ``ConfigFileError`` (a ValueError) naming the file and each bad field."""
+    return load_model(path, Ontology, "ontology")
 
 
 @cache

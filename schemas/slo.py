@@ -22,6 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.config_files import load_model
 from schemas.times import UtcDatetime
 
 DEFAULT_SLO_RESOURCE = "slo_default.json"
@@ -47,7 +48,8 @@ class SloConfig(BaseModel):
 
 
 def load_slo(path: Path | str) -> SloConfig:
-    return SloConfig.model_validate(json.loads(Path(path).read_text()))
+    """The SLO file at ``path``; ``ConfigFileError`` (a ValueError) naming the file and each bad field."""
+    return load_model(path, SloConfig, "SLO file")
 
 
 @cache

@@ -89,6 +89,8 @@ class RocksKV:
         """``tune`` changes a writer's options just before it opens, after every default here (a
         benchmark compares RocksDB settings on the ledger's own writes)."""
         self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise NotADirectoryError(f"{self.path} is a file, not a ledger state directory")
         options = Options(raw_mode=True)
         options.set_max_open_files(-1 if read_only else 512)
         options.set_block_based_table_factory(_table_options())
@@ -100,7 +102,11 @@ class RocksKV:
                              access_type=AccessType.secondary(str(secondary)))
             self._db.try_catch_up_with_primary()
         else:
-            self.path.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise NotADirectoryError(f"cannot make the state directory {self.path}: "
+                                         "a file is in the way on its path") from None
             options.create_if_missing(True)
             options.increase_parallelism(2)
             # Every event's re-delivery check is a point read that misses; a bloom filter over the

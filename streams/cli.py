@@ -11,11 +11,13 @@ from typing import Annotated
 
 import orjson
 import typer
+from pydantic import ValidationError
 
 from processors.batch import BATCH_EVENTS
 from processors.freshness import stale_sources_for_queries
 from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edge_allowlist
 from processors.traversal import Limits, PlanRefused
+from schemas.config_files import validation_summary
 from schemas.ontology import default_ontology, load_ontology
 from schemas.results import CorrectionOut
 from schemas.slo import load_slo, slo_or_default
@@ -398,10 +400,14 @@ def _describe(error: Exception) -> str:
     format_message = getattr(error, "format_message", None)
     if callable(format_message):
         return f"{format_message()} (see --help)"
+    if isinstance(error, ValidationError):
+        # Pydantic's first line is only "N validation errors for Model": name each field and its message.
+        return f"invalid {error.title}: {validation_summary(error)}"
     message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if "lock" in message.lower() and "LOCK" in message:
         return f"the state directory is locked by another writer ({message})"
-    if isinstance(error, (CliError, PlanRefused, ValueError, FileNotFoundError, PermissionError)):
+    if isinstance(error, (CliError, PlanRefused, ValueError, FileNotFoundError, PermissionError,
+                          NotADirectoryError, IsADirectoryError, FileExistsError)):
         return message
     return f"{type(error).__name__}: {message}"
 

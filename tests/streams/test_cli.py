@@ -98,3 +98,47 @@ def test_traces_affected_re_derives_omitted_edge_ids_and_lists_what_it_cannot(tm
     assert text[0].startswith("agent-run-0422  [approval_routing]") and text[0].endswith("(edge ids re-derived)")
     assert "edge_ids unknown: unknown query 'who-knows'" in text[1]
     assert text[2].endswith("(edge ids recorded)")
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "says"),
+    [
+        ({"empty.json": "{}"}, ["ontology", "--ontology", "{empty.json}"],
+         "{empty.json} is not a valid ontology: entity_types: Field required"),
+        ({"bad.json": '{"entity_types": ["A"], "relationships": {"r": {"domain": ["B"], "range": ["A"], '
+                      '"cardinality": "two"}}}'}, ["ontology", "--ontology", "{bad.json}"],
+         "{bad.json} is not a valid ontology: relationships.r.cardinality: Input should be 'one' or 'many'"),
+        ({"empty.json": "{}"}, ["query", "owners-of", "--tenant", "acme", "--entity", "x", "--slo", "{empty.json}"],
+         "{empty.json} is not a valid SLO file: sources: Field required"),
+        ({"slo.json": '{"sources": {"hr": {"max_silence_seconds": "9"}}}'},
+         ["query", "owners-of", "--tenant", "acme", "--entity", "x", "--slo", "{slo.json}"],
+         "sources.hr.max_silence_seconds: Input should be a valid number; sources.hr.max_p99_lag_seconds: "
+         "Field required"),
+        ({"bad.jsonl": '{"sources": {}}\n{"x": 1}\n'},
+         ["query", "owners-of", "--tenant", "acme", "--entity", "x", "--slo", "{bad.jsonl}"],
+         "{bad.jsonl} is not a valid SLO file: not JSON (Extra data: line 2 column 1"),
+        ({}, ["ontology", "--ontology", "{missing.json}"], "{missing.json}: cannot read the ontology"),
+        ({"bad.jsonl": "{}\n"}, ["load", str(DEMO_EVENTS), "--state", "{bad.jsonl}"],
+         "{bad.jsonl} is a file, not a ledger state directory"),
+        ({"bad.jsonl": "{}\n"}, ["query", "owners-of", "--tenant", "acme", "--entity", "x", "--state", "{bad.jsonl}"],
+         "{bad.jsonl} is a file, not a ledger state directory"),
+    ],
+)
+def test_bad_files_are_named_in_one_line(state: Path, tmp_path: Path, files: dict[str, str], args: list[str],
+                                         says: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    names = {"{" + name + "}": str(tmp_path / name) for name in [*files, "missing.json"]}
+
+    def fill(text: str) -> str:
+        for placeholder, path in names.items():
+            text = text.replace(placeholder, path)
+        return text
+
+    args = [fill(arg) for arg in args]
+    if args[0] == "query" and "--state" not in args:
+        args += ["--state", str(state)]
+    done = edgeledger(*args, check=False)
+    assert done.returncode != 0
+    assert done.stderr.startswith("edgeledger: error: ") and fill(says) in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
