@@ -18,7 +18,7 @@ from processors.freshness import stale_sources_for_queries
 from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edge_allowlist
 from processors.traversal import Limits, PlanRefused
 from schemas.config_files import validation_summary
-from schemas.ontology import default_ontology, load_ontology
+from schemas.ontology import Ontology, default_ontology, load_ontology
 from schemas.results import CorrectionOut
 from schemas.slo import load_slo, slo_or_default
 from schemas.times import format_micros, parse_micros
@@ -54,6 +54,9 @@ KnownAt = Annotated[
     str | None, typer.Option("--known-at", help="As the ledger believed at this time (ISO-8601). Default: now.")
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the contract's JSON instead of text.")]
+OntologyFile = Annotated[Path | None, typer.Option(
+    "--ontology", help="Ontology file replacing the default, as given to `load --ontology` (read with the "
+                       "vocabulary the state was written with). Default: the bundled one.")]
 
 
 class CliError(Exception):
@@ -67,6 +70,15 @@ def _instant(text: str | None, flag: str) -> int:
         return parse_micros(text)
     except ValueError as error:
         raise CliError(f"{flag}: {error}") from None
+
+
+def _ontology(path: Path | None) -> Ontology:
+    """The ontology file at ``path`` (the same loader as ``load --ontology``), or the bundled default."""
+    return load_ontology(path) if path is not None else default_ontology()
+
+
+def _default_ontology_hint(path: Path | None) -> str:
+    return " (the bundled ontology: give --ontology FILE if the state was loaded with another)" if path is None else ""
 
 
 def _emit(data: object) -> None:
@@ -110,12 +122,24 @@ def query(
     max_degree: Annotated[int, typer.Option(min=1, help="Per-node cap for hubs.")] = DEFAULTS.max_degree,
     slo: Annotated[Path | None, typer.Option(
         "--slo", help="Source SLOs for coverage (default: bundled); stale sources make empty answers unknown.")] = None,
+    ontology_file: OntologyFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Run a bounded traversal as of --valid-at and --known-at."""
     if axis not in ("valid", "tx"):
         raise CliError("--axis must be 'valid' or 'tx'")
     known = _instant(known_at, "--known-at")
+    window_from = _instant(changed_from, "--from") if changed_from else None
+    window_to = _instant(changed_to, "--to") if changed_to else None
+    if window_from is not None and window_to is not None and window_to <= window_from:
+        raise CliError("--from must be before --to: the window is [--from, --to)")
+    ontology = _ontology(ontology_file)
+    limits = slo_or_default(slo)
+    allowlist = parse_edge_allowlist(edges) if edges else ()
+    unknown = sorted({rel for rel, _ in allowlist} - set(ontology.relationships))
+    if unknown:
+        raise CliError(f"--edges: unknown relationship(s) {', '.join(unknown)}; one of: "
+                       f"{', '.join(ontology.relationships)}{_default_ontology_hint(ontology_file)}")
     request = QueryRequest(
         name=name,
         tenant=tenant,
@@ -124,16 +148,14 @@ def query(
         known_at=known,
         limits=Limits(max_depth, max_expansions, max_paths, max_evidence_tokens, max_degree),
         depth=depth,
-        edges=parse_edge_allowlist(edges) if edges else (),
+        edges=allowlist,
         node_types=frozenset(t.strip() for t in types.split(",")) if types else None,
-        changed_from=_instant(changed_from, "--from") if changed_from else None,
-        changed_to=_instant(changed_to, "--to") if changed_to else None,
+        changed_from=window_from,
+        changed_to=window_to,
         axis=axis,  # type: ignore[arg-type]
     )
     with reading(state) as store:
-        ontology = default_ontology()
-        stale = stale_sources_for_queries(ontology, slo_or_default(slo), store.source_activity,
-                                          lambda: known)
+        stale = stale_sources_for_queries(ontology, limits, store.source_activity, lambda: known)
         result = QueryEngine(store, ontology, stale_sources=stale).run(request)
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
@@ -149,14 +171,18 @@ def history(
     rel: Annotated[str | None, typer.Option("--rel", help="Only this relationship.")] = None,
     known_at: KnownAt = None,
     valid_at: Annotated[str | None, typer.Option("--valid-at", help="Only versions valid at this time.")] = None,
+    ontology_file: OntologyFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Every version of every edge at an entity, with both intervals."""
+    ontology = _ontology(ontology_file)
+    if rel is not None and rel not in ontology.relationships:
+        raise CliError(f"--rel: unknown relationship {rel!r}; one of: {', '.join(ontology.relationships)}"
+                       f"{_default_ontology_hint(ontology_file)}")
+    known = _instant(known_at, "--known-at")
+    valid = _instant(valid_at, "--valid-at") if valid_at else None
     with reading(state) as store:
-        result = QueryEngine(store, default_ontology()).history(
-            tenant, entity, _instant(known_at, "--known-at"),
-            _instant(valid_at, "--valid-at") if valid_at else None, rel, store.adjacent_any,
-        )
+        result = QueryEngine(store, ontology).history(tenant, entity, known, valid, rel, store.adjacent_any)
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
@@ -292,6 +318,7 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8080,
     slo: Annotated[Path | None, typer.Option("--slo", help="Source SLOs for coverage (default: bundled).")] = None,
+    ontology_file: OntologyFile = None,
     bootstrap: Annotated[str | None, typer.Option(
         "--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
         help="Kafka bootstrap servers: publish each cache invalidation to the cache-invalidations topic "
@@ -317,9 +344,11 @@ def serve(
             check_topic_name(topic_prefix + Topic.CACHE_INVALIDATIONS)
         except ValueError as error:
             raise CliError(f"--topic-prefix: {error}") from None
+    limits = slo_or_default(slo)
+    ontology = _ontology(ontology_file)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        serve_http(state, host=host, port=port, slo=slo_or_default(slo),
+        serve_http(state, host=host, port=port, slo=limits, ontology=ontology,
                    bootstrap=bootstrap.strip() if bootstrap is not None else None, topic_prefix=topic_prefix,
                    max_cache_entries=cache_entries, memory_cache_entries=cache_memory_entries)
     except PublisherSetupError as error:
@@ -377,9 +406,9 @@ def demo(
 
 
 @app.command("ontology")
-def show_ontology(path: Annotated[Path | None, typer.Option("--ontology")] = None) -> None:
+def show_ontology(path: OntologyFile = None) -> None:
     """Print the relationship vocabulary: domain, range and cardinality."""
-    ontology = load_ontology(path) if path else default_ontology()
+    ontology = _ontology(path)
     sys.stdout.write(json.dumps(ontology.model_dump(mode="json"), indent=2) + "\n")
 
 

@@ -479,9 +479,10 @@ def create_app(
 
 def serve(state_dir: Path, host: str = "127.0.0.1", port: int = 8080, slo: SloConfig | None = None,
           bootstrap: str | None = None, topic_prefix: str = "edgeledger.", max_cache_entries: int = 50_000,
-          memory_cache_entries: int = 2_000) -> None:
+          memory_cache_entries: int = 2_000, ontology: Ontology | None = None) -> None:
     """``edgeledger serve``: the API and ``/metrics`` on one port, until interrupted; with ``bootstrap``,
-    invalidation records also go to the ``cache-invalidations`` topic (flushed at shutdown)."""
-    app = create_app(state_dir, slo=slo, bootstrap=bootstrap, topic_prefix=topic_prefix,
+    invalidation records also go to the ``cache-invalidations`` topic (flushed at shutdown). ``ontology``
+    replaces the default (``serve --ontology``), as it did for the writer."""
+    app = create_app(state_dir, slo=slo, ontology=ontology, bootstrap=bootstrap, topic_prefix=topic_prefix,
                      max_cache_entries=max_cache_entries, memory_cache_entries=memory_cache_entries)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -142,3 +142,77 @@ def test_bad_files_are_named_in_one_line(state: Path, tmp_path: Path, files: dic
     assert done.returncode != 0
     assert done.stderr.startswith("edgeledger: error: ") and fill(says) in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+HOSTS_EVENTS = [
+    {"kind": "clock", "now": "2026-05-01T00:00:00Z"},
+    {"kind": "change", "event_id": "cmdb-h1", "tenant": "acme", "source": {"system": "cmdb", "record": "h/1"},
+     "detected_at": "2026-05-01T00:00:00Z", "mode": "delta",
+     "assert": [{"src": {"type": "Host", "id": "cmdb:H1"}, "rel": "hosts", "dst": {"type": "Service", "id": "cmdb:S1"},
+                 "valid_from": "2026-04-01"}]},
+]
+
+
+@pytest.fixture(scope="module")
+def hosts_state(tmp_path_factory) -> tuple[Path, Path]:
+    """A state loaded with an ontology that adds `hosts` (Host -> Service), and that ontology's file."""
+    from schemas.ontology import default_ontology
+
+    folder = tmp_path_factory.mktemp("hosts")
+    document = default_ontology().model_dump(mode="json")
+    document["relationships"]["hosts"] = {"domain": ["Host"], "range": ["Service"], "sources": ["cmdb"]}
+    ontology = folder / "ontology.json"
+    ontology.write_text(json.dumps(document))
+    events = folder / "hosts.jsonl"
+    events.write_text("".join(json.dumps(event) + "\n" for event in HOSTS_EVENTS))
+    summary = json.loads(edgeledger("load", str(events), "--state", str(folder / "state"), "--simulated-clock",
+                                    "--ontology", str(ontology), "--quiet").stdout)
+    assert summary["applied"] == 2 and summary["dead_lettered"] == 0
+    return folder / "state", ontology
+
+
+def test_reads_take_the_ontology_the_state_was_loaded_with(hosts_state: tuple[Path, Path]) -> None:
+    state, ontology = hosts_state
+    common = ["--state", str(state), "--tenant", "acme", "--entity", "Host:cmdb:H1"]
+    result = json.loads(edgeledger("query", "traverse", *common, "--edges", "hosts:out", "--ontology", str(ontology),
+                                   "--json").stdout)
+    assert [r["entity"] for r in result["results"]] == ["Service:cmdb:S1"]
+    history = json.loads(edgeledger("history", *common, "--rel", "hosts", "--ontology", str(ontology),
+                                    "--json").stdout)
+    assert [v["rel"] for v in history["versions"]] == ["hosts"]
+    # Without it the bundled vocabulary applies, and the refusal says where to look.
+    for args in (["query", "traverse", *common, "--edges", "hosts:out"], ["history", *common, "--rel", "hosts"]):
+        done = edgeledger(*args, check=False)
+        assert done.returncode != 0 and "unknown relationship" in done.stderr and "--ontology FILE" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_serve_passes_its_ontology_to_the_api(hosts_state: tuple[Path, Path], monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    import streams.http_api
+    from streams.cli import app
+
+    seen = {}
+    monkeypatch.setattr(streams.http_api, "serve", lambda state_dir, **options: seen.update(options))
+    state, ontology = hosts_state
+    done = CliRunner().invoke(app, ["serve", "--state", str(state), "--ontology", str(ontology)])
+    assert done.exit_code == 0, done.output
+    assert "hosts" in seen["ontology"].relationships
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["history", "--entity", "Component:cmdb:CI0042", "--rel", "likes"], "--rel: unknown relationship 'likes'"),
+        (["history", "--entity", "Component:cmdb:CI0042", "--rel", ""], "--rel: unknown relationship ''"),
+        (["query", "changed-between", "--entity", "Component:cmdb:CI0042", "--from", "2026-05-01", "--to",
+          "2026-04-01"], "--from must be before --to"),
+        (["query", "changed-between", "--entity", "Component:cmdb:CI0042", "--from", "2026-05-01", "--to",
+          "2026-05-01"], "--from must be before --to"),
+    ],
+)
+def test_meaningless_read_options_are_refused(state: Path, args: list[str], says: str) -> None:
+    done = edgeledger(*args, "--state", str(state), "--tenant", "acme", check=False)
+    assert done.returncode != 0 and says in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
