@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from processors.batch import BATCH_EVENTS
 from processors.freshness import stale_sources_for_queries
+from processors.model import EdgeVersion
 from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edge_allowlist
 from processors.traversal import Limits, PlanRefused
 from schemas.config_files import validation_summary
@@ -53,6 +54,9 @@ ValidAt = Annotated[str | None, typer.Option("--valid-at", help="When in the wor
 KnownAt = Annotated[
     str | None, typer.Option("--known-at", help="As the ledger believed at this time (ISO-8601). Default: now.")
 ]
+RecordedBy = Annotated[str | None, typer.Option(
+    "--known-at", help="List only what the ledger had recorded by this time (ISO-8601; transaction time). "
+                       "Default: now.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the contract's JSON instead of text.")]
 OntologyFile = Annotated[Path | None, typer.Option(
     "--ontology", help="Ontology file replacing the default, as given to `load --ontology` (read with the "
@@ -190,8 +194,9 @@ def history(
 
 
 @app.command()
-def corrections(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> None:
+def corrections(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as_json: AsJson = False) -> None:
     """Correction events: which edge versions a change of belief closed and which it appended."""
+    known = _instant(known_at, "--known-at")
     with reading(state) as store:
         items = [
             CorrectionOut(
@@ -200,6 +205,7 @@ def corrections(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> Non
                 old_edge_ids=list(c.old_edge_ids), new_edge_ids=list(c.new_edge_ids),
             ).model_dump(mode="json")
             for c in store.corrections(tenant)
+            if c.tx_at <= known
         ]
     if as_json:
         _emit(items)
@@ -214,10 +220,11 @@ def corrections(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> Non
 
 
 @review_app.command("list")
-def review_list(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> None:
+def review_list(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as_json: AsJson = False) -> None:
     """Items waiting for a person: ambiguous entities, parked commands, cardinality conflicts."""
+    known = _instant(known_at, "--known-at")
     with reading(state) as store:
-        items = [render.review_dict(item) for item in store.review_items(tenant)]
+        items = [render.review_dict(item) for item in store.review_items(tenant) if item.tx_at <= known]
     if as_json:
         _emit(items)
         return
@@ -228,16 +235,25 @@ def review_list(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> Non
 
 
 @traces_app.command("affected")
-def traces_affected(state: StateDir, tenant: Tenant, as_json: AsJson = False) -> None:
+def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as_json: AsJson = False) -> None:
     """Traces whose edges were later corrected or revoked, action-bearing first.
 
     A trace recorded without edge ids has them re-derived by re-running its query as of its two
     clocks; one whose query cannot be re-run is listed as `edge_ids unknown` with the reason."""
     from processors.replay import affected_traces
 
+    known = _instant(known_at, "--known-at")
     with reading(state) as store:
-        found = affected_traces(store.traces(tenant), lambda edge_id: store.version(tenant, edge_id),
-                                QueryEngine(store, default_ontology()))
+
+        def version_as_known(edge_id: str) -> EdgeVersion | None:
+            """The version as the ledger held it at --known-at: a closing recorded later had not happened."""
+            version = store.version(tenant, edge_id)
+            if version is None or version.tx_from > known:
+                return None
+            return version if version.tx_to is None or version.tx_to <= known else version._replace(tx_to=None)
+
+        recorded = (trace for trace in store.traces(tenant) if trace.tx_at <= known)
+        found = affected_traces(recorded, version_as_known, QueryEngine(store, default_ontology()))
     items = [
         {"trace_id": a.trace.trace_id, "action": a.trace.action, "query": a.trace.query,
          "valid_at": format_micros(a.trace.valid_at), "known_at": format_micros(a.trace.known_at),

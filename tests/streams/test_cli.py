@@ -216,3 +216,21 @@ def test_meaningless_read_options_are_refused(state: Path, args: list[str], says
     done = edgeledger(*args, "--state", str(state), "--tenant", "acme", check=False)
     assert done.returncode != 0 and says in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_listings_take_the_transaction_clock(state: Path) -> None:
+    """--known-at lists what the ledger had recorded by then; the demo's late correction lands at 2026-05-03T09:00Z."""
+    def listed(*args: str) -> list[dict]:
+        return json.loads(edgeledger(*args, "--state", str(state), "--tenant", "acme", "--json").stdout)
+
+    assert [c["event_id"] for c in listed("corrections", "--known-at", "2026-05-03T09:00:00Z")] == ["cmdb-7781"]
+    assert listed("corrections", "--known-at", "2026-05-03") == []
+    assert sorted(i["category"] for i in listed("review", "list")) == ["cardinality_conflict", "identity_command"]
+    assert [i["category"] for i in listed("review", "list", "--known-at", "2026-05-01")] == ["cardinality_conflict"]
+    # The trace was recorded at 2026-04-22T10:15Z; the edge it used was closed at 2026-05-03T09:00Z.
+    assert [t["trace_id"] for t in listed("traces", "affected")] == ["agent-run-0422"]
+    assert listed("traces", "affected", "--known-at", "2026-05-02") == []
+    assert listed("traces", "affected", "--known-at", "2026-04-22T10:14:30Z") == []
+    done = edgeledger("corrections", "--state", str(state), "--tenant", "acme", "--known-at", "soon", check=False)
+    assert done.returncode != 0 and done.stderr.startswith("edgeledger: error: --known-at:")
+
