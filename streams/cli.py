@@ -276,10 +276,23 @@ def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None
 
 
 @app.command("dead-letters")
-def dead_letters(state: StateDir, as_json: AsJson = False) -> None:
+def dead_letters(
+    state: StateDir,
+    tenant: Annotated[str | None, typer.Option(
+        "--tenant", help="Tenant whose dead letters to list; this or --untenanted is required.")] = None,
+    untenanted: Annotated[bool, typer.Option(
+        "--untenanted", help="Instead, the dead letters of events that named no tenant (malformed beyond "
+                             "telling whose they were); for operators.")] = False,
+    known_at: RecordedBy = None,
+    as_json: AsJson = False,
+) -> None:
     """Events that could not be applied, with the stage and the reason, and the original text."""
+    if (tenant is None) == (not untenanted):
+        raise CliError("give --tenant T, or --untenanted for events that named no tenant (exactly one of them)")
+    known = _instant(known_at, "--known-at")
     with reading(state) as store:
-        items = [render.dead_letter_dict(d) for d in store.dead_letters()]
+        items = [render.dead_letter_dict(d) for d in store.dead_letters()
+                 if d.tx_at <= known and (not d.tenant if untenanted else d.tenant == tenant)]
     if as_json:
         _emit(items)
         return

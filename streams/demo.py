@@ -146,7 +146,7 @@ def _answer(state: Path, believed_on_april_22: int, out: TextIO) -> None:
         for item in store.review_items("acme"):
             out.write(f"  [{item.category}] {item.reason}\n")
         out.write("\n== Dead letters\n")
-        for letter in store.dead_letters():
+        for letter in (letter for letter in store.dead_letters() if letter.tenant == "acme"):
             out.write(f"  [{letter.stage}] {letter.reason}\n")
     finally:
         store.close()

@@ -46,7 +46,7 @@ ORIGINAL_KEPT = 128 * 1024
 """Characters of an event's original text that a dead-letter or review record carries. The input
 fitted in one Kafka record, but the same text JSON-escaped inside another record may not (up to 6x
 for control characters), and a record the producer refuses would stop the worker at every restart.
-The ledger's own state keeps the whole text: ``edgeledger dead-letters --state`` and ``review``."""
+The ledger's own state keeps the whole text: ``edgeledger dead-letters --state DIR --tenant T`` and ``review``."""
 
 
 def bounded_original(original: str | None) -> dict[str, object]:

@@ -231,6 +231,35 @@ def test_listings_take_the_transaction_clock(state: Path) -> None:
     assert [t["trace_id"] for t in listed("traces", "affected")] == ["agent-run-0422"]
     assert listed("traces", "affected", "--known-at", "2026-05-02") == []
     assert listed("traces", "affected", "--known-at", "2026-04-22T10:14:30Z") == []
+    assert [d["event_id"] for d in listed("dead-letters")] == ["cmdb-bad-1", "cmdb-bad-2"]
+    by_then = listed("dead-letters", "--known-at", "2026-05-03T09:00:00.000002Z")
+    assert [d["event_id"] for d in by_then] == ["cmdb-bad-1"]
     done = edgeledger("corrections", "--state", str(state), "--tenant", "acme", "--known-at", "soon", check=False)
     assert done.returncode != 0 and done.stderr.startswith("edgeledger: error: --known-at:")
 
+
+def test_dead_letters_are_read_per_tenant_or_as_untenanted(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_text(
+        "not json at all\n"
+        '{"kind": "heartbeat", "event_id": "hb-1", "source": {"system": "hr"}, "detected_at": "2026-05-01"}\n'
+        '{"kind": "heartbeat", "event_id": "hb-2", "tenant": "globex", "source": {"system": "hr"}, "detected_at": '
+        '"2026-05-01", "colour": "blue"}\n'
+        '{"kind": "heartbeat", "event_id": "hb-3", "tenant": "acme", "source": {"system": "hr"}, "detected_at": '
+        '"2026-05-01", "colour": "red"}\n'
+    )
+    state = tmp_path / "state"
+    assert json.loads(edgeledger("load", str(events), "--state", str(state), "--quiet").stdout)["dead_lettered"] == 4
+
+    def letters(*args: str) -> list[str]:
+        return [d["original"][:16] for d in json.loads(edgeledger("dead-letters", "--state", str(state), *args,
+                                                                  "--json").stdout)]
+
+    assert letters("--tenant", "acme") == ['{"kind": "heartb'] and "red" in edgeledger(
+        "dead-letters", "--state", str(state), "--tenant", "acme").stdout
+    assert len(letters("--tenant", "globex")) == 1 and letters("--tenant", "initech") == []
+    assert letters("--untenanted") == ["not json at all", '{"kind": "heartb']
+    for args in ([], ["--tenant", "acme", "--untenanted"]):
+        done = edgeledger("dead-letters", "--state", str(state), *args, check=False)
+        assert done.returncode != 0 and "--tenant" in done.stderr and "--untenanted" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
