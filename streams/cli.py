@@ -59,8 +59,8 @@ RecordedBy = Annotated[str | None, typer.Option(
                        "Default: now.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the contract's JSON instead of text.")]
 OntologyFile = Annotated[Path | None, typer.Option(
-    "--ontology", help="Ontology file replacing the default, as given to `load --ontology` (read with the "
-                       "vocabulary the state was written with). Default: the bundled one.")]
+    "--ontology", help="Ontology file replacing the default: for reads, the one the state was loaded with "
+                       "(`load --ontology`). Default: the bundled one.")]
 
 
 class CliError(Exception):
