@@ -235,7 +235,8 @@ def review_list(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as
 
 
 @traces_app.command("affected")
-def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as_json: AsJson = False) -> None:
+def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as_json: AsJson = False,
+                    ontology_file: OntologyFile = None) -> None:
     """Traces whose edges were later corrected or revoked, action-bearing first.
 
     A trace recorded without edge ids has them re-derived by re-running its query as of its two
@@ -253,7 +254,7 @@ def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None
             return version if version.tx_to is None or version.tx_to <= known else version._replace(tx_to=None)
 
         recorded = (trace for trace in store.traces(tenant) if trace.tx_at <= known)
-        found = affected_traces(recorded, version_as_known, QueryEngine(store, default_ontology()))
+        found = affected_traces(recorded, version_as_known, QueryEngine(store, _ontology(ontology_file)))
     items = [
         {"trace_id": a.trace.trace_id, "action": a.trace.action, "query": a.trace.query,
          "valid_at": format_micros(a.trace.valid_at), "known_at": format_micros(a.trace.known_at),
