@@ -21,7 +21,7 @@ from processors.traversal import Limits, PlanRefused
 from schemas.config_files import validation_summary
 from schemas.ontology import Ontology, default_ontology, load_ontology
 from schemas.results import CorrectionOut
-from schemas.slo import load_slo, slo_or_default
+from schemas.slo import slo_or_default
 from schemas.times import format_micros, parse_micros
 from state.open import reading
 from streams import render
@@ -321,6 +321,7 @@ def run(
     slo: Annotated[Path | None, typer.Option("--slo", help="Source SLO file (default: the bundled one).")] = None,
     freshness_interval: Annotated[float, typer.Option(
         "--freshness-interval", min=0.1, help="Seconds between freshness checks.")] = 5.0,
+    ontology: Annotated[Path | None, typer.Option("--ontology", help="Replace the default ontology.")] = None,
 ) -> None:
     """Run the streaming pipeline: consume the input topics, apply them, emit edge-versions and corrections."""
     from streams.runner import run_pipeline
@@ -335,7 +336,7 @@ def run(
 
     totals = run_pipeline(state, bootstrap, workers, group, topic_prefix, exit_when_idle,
                           consumer_overrides=overrides, metrics_port=metrics_port,
-                          slo=load_slo(slo) if slo else None, freshness_interval=freshness_interval)
+                          slo_path=slo, freshness_interval=freshness_interval, ontology_path=ontology)
     if totals is not None:
         summary = dict(asdict(totals))
         summary["balanced"] = totals.balanced()
