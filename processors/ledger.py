@@ -259,17 +259,20 @@ class LedgerProcessor:
         provenance = Provenance(intern(source["system"]), source["record"], source["version"], detected_at)
         versioner = Versioner(ledger, self._vocabulary, tenant, stated_event["event_id"], tx)
         for stated in retractions:
+            # A delta retraction ends the edge whichever record of the authority asserted it.
             versioner.retract(stated.src, stated.rel, stated.dst, provenance.authority, stated.valid_from)
 
         if stated_event["mode"] == "snapshot":
-            assert provenance.record is not None
+            record = provenance.record
+            assert record is not None
             asserted = {LogicalEdge(stated.src, stated.rel, stated.dst) for stated in assertions}
-            says_now = ledger.believed_from_record(tenant, provenance.authority, provenance.record)
+            says_now = ledger.believed_from_record(tenant, provenance.authority, record)
             omitted = {LogicalEdge(v.src, v.rel, v.dst) for v in says_now} - asserted
             effective_at = stated_event["effective_at"]
             effective = micros_of(effective_at) if effective_at else detected_at
             for edge in sorted(omitted, key=lambda e: (e.src, e.rel, e.dst)):
-                versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective)
+                # Only what this record still says: a piece another record restated is that record's.
+                versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective, record)
 
         for stated in assertions:
             versioner.assert_fact(stated.fact(), provenance)

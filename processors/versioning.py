@@ -89,9 +89,12 @@ class Versioner:
         digest.update(str(self._sequence).encode())
         return f"{prefix}{digest.hexdigest()}"
 
-    def _believed(self, src: str, rel: str, dst: str, authority: str) -> list[EdgeVersion]:
-        """Believed versions in a canonical order, so ids and outputs never depend on batch boundaries."""
+    def _believed(self, src: str, rel: str, dst: str, authority: str, record: str | None = None) -> list[EdgeVersion]:
+        """The believed versions of one logical edge from ``authority``, in a canonical order, so ids and
+        outputs never depend on batch boundaries; with ``record``, only those it is the provenance of."""
         believed = [v for v in self.ledger.believed_edge(self.tenant, src, rel, dst) if v.authority == authority]
+        if record is not None:
+            believed = [v for v in believed if v.source_record == record]
         if len(believed) > 1:
             believed.sort(key=_canonical)
         return believed
@@ -233,10 +236,13 @@ class Versioner:
         )
         self.ledger.counts.conflicts_flagged += 1
 
-    def retract(self, src: str, rel: str, dst: str, authority: str, stopped_at: int | None) -> None:
+    def retract(self, src: str, rel: str, dst: str, authority: str, stopped_at: int | None,
+                record: str | None = None) -> None:
+        """End the edge from ``stopped_at`` on: ``authority``'s versions of it, and with ``record`` only
+        those that record is the provenance of (a snapshot ends only what its record still says)."""
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
-        for old in self._believed(src, rel, dst, authority):
+        for old in self._believed(src, rel, dst, authority, record):
             affected, remainder = cut_from((old.valid_from, old.valid_to), stopped_at)
             if affected:
                 closed.append(old)

@@ -12,9 +12,11 @@ segments of one key with the same origin.
 The rules, per authority A: an assertion sets its interval's segments to itself (unless a piece
 with exactly that interval, record, evidence and confidence is believed: then nothing changes) and,
 for a single-valued relationship, deletes them from A's other values; a retraction from t deletes
-[t, +inf); a snapshot of record R retracts from ``detected_at`` what R said before and omits now
-(see ``SnapshotRule``); revoke deletes every segment of one origin, revoke_source every segment of
-its system, narrowed to a record and a version when the event names them. A re-delivered event id
+[t, +inf), whichever record of A explains the segments; a snapshot of record R deletes from
+``detected_at`` the segments R explains of the edges R said before and omits now (see
+``SnapshotRule``): a segment another record restated since is that record's; revoke deletes every
+segment of one origin, revoke_source every segment of its system, narrowed to a record and a
+version when the event names them. A re-delivered event id
 changes nothing; a malformed line or an event naming an edge outside the ontology (or an unknown
 edge id) changes nothing either, but takes a tx.
 
@@ -136,8 +138,10 @@ SnapshotRule = Literal["claims", "believed"]
 
 * ``claims`` (the spec): the edges R claims -- added by R's delta assertions, removed by R's delta
   retractions, replaced wholesale by R's previous snapshot -- that this snapshot does not assert;
-* ``believed`` (the ledger since commit 8658f01): the edges of which some still-believed piece has
-  provenance R, that this snapshot does not assert.
+* ``believed`` (the README's rule, which the ledger follows): the edges of which some still-believed
+  piece has provenance R, that this snapshot does not assert.
+
+Either way only the segments R explains are deleted: what another record restated since is its own.
 """
 
 
@@ -237,10 +241,12 @@ class ReferenceLedger:
             return event.target_origin is not None
         return True
 
-    def _remove(self, key: Key, segments: Iterable[int]) -> None:
+    def _remove(self, key: Key, segments: Iterable[int], record: str | None = None) -> None:
+        """Delete ``key``'s segments; given a ``record``, only those that record explains."""
         believed = self.beliefs.get(key, {})
         for index in segments:
-            believed.pop(index, None)
+            if record is None or (index in believed and believed[index].record == record):
+                believed.pop(index, None)
 
     def _change(self, event: Change) -> None:
         for retraction in event.retracts:
@@ -253,7 +259,7 @@ class ReferenceLedger:
             if event.snapshot:
                 says = previously if self.snapshot_rule == "claims" else self._believed_from(*source)
                 for src, rel, dst in says - asserted:
-                    self._remove((src, rel, dst, event.system), self.span(event.detected_at, None))
+                    self._remove((src, rel, dst, event.system), self.span(event.detected_at, None), event.record)
                 self.claims[source] = asserted
             else:
                 retracted = frozenset((r.src, r.rel, r.dst) for r in event.retracts)

@@ -92,7 +92,7 @@ INSTANTS = (
 )
 """Valid times and detection times: each instant with the spellings a source may use for it."""
 SNAPSHOT_RULE: SnapshotRule = "believed"
-"""The spec's rule; see ``reference_model.SnapshotRule`` for the one the ledger follows since 8658f01."""
+"""The README's rule, which the ledger follows; see ``reference_model.SnapshotRule``."""
 EARLY, LATE = -(1 << 62), 1 << 62
 """Known-at instants before and after every transaction time."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

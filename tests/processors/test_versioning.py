@@ -3,6 +3,7 @@
 from tests.harness import Ledger
 
 S1, S2, S3 = "Service:cmdb:S1", "Service:cmdb:S2", "Service:cmdb:S3"
+C1 = "Component:cmdb:C1"
 ANA, PLAT, FIN = "Team:hr:T-ANA", "Team:hr:T-PLAT", "Team:hr:T-FIN"
 
 
@@ -26,6 +27,33 @@ def test_snapshot_retracts_what_the_record_stopped_saying(ledger: Ledger) -> Non
     assert dependencies(ledger, S1, "2026-02-20") == {S2}
     assert dependencies(ledger, S1, "2026-02-20", known_at="2026-02-01") == {S2, S3}
     assert ledger.counts.corrections == 1
+
+
+def test_a_snapshot_retracts_only_the_pieces_its_own_record_says(ledger: Ledger) -> None:
+    """ci/S1 restates C1 -> S1 from 1 March, splitting ci/C1's fact; ci/C1's later snapshot omits the
+    edge from 1 February. It ends ci/C1's piece there and leaves ci/S1's piece, which is ci/S1's now."""
+    ledger.at("2026-01-10T00:00:00Z").change("cmdb", "ci/C1", mode="snapshot", detected_at="2026-01-10T00:00:00Z"
+                                             ).asserts(C1, "depends_on", S1, "2026-01-01").send()
+    ledger.change("cmdb", "ci/S1", mode="snapshot", detected_at="2026-03-01T00:00:00Z").asserts(
+        C1, "depends_on", S1, "2026-03-01").send()
+    split = {(v.valid_from, v.source_record): v.edge_id for v in ledger.believed(C1, "depends_on")}
+    ledger.at("2026-04-01T00:00:00Z").change("cmdb", "ci/C1", mode="snapshot", version="2",
+                                             detected_at="2026-02-01T00:00:00Z").send()
+    pieces = sorted((v.valid_from, v.valid_to, v.source_record, v.edge_id) for v in ledger.believed(C1, "depends_on"))
+    jan, feb, mar = _micros("2026-01-01", "2026-02-01", "2026-03-01")
+    assert [piece[:3] for piece in pieces] == [(jan, feb, "ci/C1"), (mar, None, "ci/S1")]
+    assert pieces[1][3] == split[(mar, "ci/S1")], "ci/S1's piece is left as it was, not closed and re-appended"
+    assert {r.entity for r in ledger.query("dependents-of", S1, valid_at="2026-06-01").results} == {C1}
+    correction = list(ledger.store.corrections("acme"))[-1]
+    assert correction.old_edge_ids == (split[(jan, "ci/C1")],) and correction.new_edge_ids == (pieces[0][3],)
+
+
+def test_a_delta_retraction_ends_the_edge_whichever_record_of_the_authority_said_it(ledger: Ledger) -> None:
+    ledger.change("cmdb", "ci/C1").asserts(C1, "depends_on", S1, "2026-01-01").send()
+    ledger.change("cmdb", "ci/S1").asserts(C1, "depends_on", S1, "2026-03-01").send()
+    ledger.change("cmdb", "ci/C1").retracts(C1, "depends_on", S1, "2026-02-01").send()
+    assert dependencies(ledger, C1, "2026-01-15") == {S1}
+    assert dependencies(ledger, C1, "2026-06-01") == set(), "a retraction acts within the authority, any record"
 
 
 def test_restating_the_same_snapshot_changes_nothing(ledger: Ledger) -> None:
