@@ -28,7 +28,7 @@ from processors.model import (
     new_tuple,
 )
 from processors.pending import PendingLedger
-from processors.versioning import Fact, Provenance, Versioner, derive_id
+from processors.versioning import WORDED, Fact, Provenance, Versioner, derive_id
 from processors.vocabulary import Vocabulary
 from schemas.events import (
     AliasCommand,
@@ -260,19 +260,21 @@ class LedgerProcessor:
         versioner = Versioner(ledger, self._vocabulary, tenant, stated_event["event_id"], tx)
         for stated in retractions:
             # A delta retraction ends the edge whichever record of the authority asserted it.
-            versioner.retract(stated.src, stated.rel, stated.dst, provenance.authority, stated.valid_from)
+            versioner.retract(stated.src, stated.rel, stated.dst, provenance.authority, stated.valid_from,
+                              stated.phrase)
 
         if stated_event["mode"] == "snapshot":
             record = provenance.record
             assert record is not None
-            asserted = {LogicalEdge(stated.src, stated.rel, stated.dst) for stated in assertions}
+            asserted = {_logical(stated.src, stated.rel, stated.dst, stated.phrase) for stated in assertions}
             says_now = ledger.believed_from_record(tenant, provenance.authority, record)
-            omitted = {LogicalEdge(v.src, v.rel, v.dst) for v in says_now} - asserted
+            omitted = {_logical(v.src, v.rel, v.dst, v.phrase) for v in says_now} - asserted
             effective_at = stated_event["effective_at"]
             effective = micros_of(effective_at) if effective_at else detected_at
-            for edge in sorted(omitted, key=lambda e: (e.src, e.rel, e.dst)):
+            for edge in sorted(omitted, key=lambda e: (e.src, e.rel, e.dst, e.phrase or "")):
                 # Only what this record still says: a piece another record restated is that record's.
-                versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective, record)
+                versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective, edge.phrase,
+                                  record)
 
         for stated in assertions:
             versioner.assert_fact(stated.fact(), provenance)
@@ -319,7 +321,7 @@ class _Stated:
         self.rel: str = intern(item["rel"])
         valid_from = item["valid_from"]
         self.valid_from = micros_of(valid_from) if valid_from else None
-        self.phrase: str | None = item["phrase"] if asserted else None
+        self.phrase: str | None = item["phrase"]
 
     def fact(self) -> Fact:
         """The assertion as the versioner takes it (its remaining fields read here, once)."""
@@ -328,6 +330,11 @@ class _Stated:
         valid_to = micros_of(item["valid_to"]) if item["valid_to"] else None
         return Fact(self.src, self.rel, self.dst, self.valid_from, valid_to, item["evidence"], item["confidence"],
                     self.phrase)
+
+
+def _logical(src: str, rel: str, dst: str, phrase: str | None) -> LogicalEdge:
+    """The logical edge a version or an assertion is of: the wording counts only for ``other``."""
+    return LogicalEdge(src, rel, dst, phrase if rel == WORDED else None)
 
 
 def _original(raw: bytes | str) -> str:

@@ -102,6 +102,8 @@ class LogicalEdge:
     src: str
     rel: str
     dst: str
+    phrase: str | None = None
+    """The source's wording, for ``other`` only: there each wording is an edge of its own."""
 
 
 class Correction(NamedTuple):

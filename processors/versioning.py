@@ -9,12 +9,14 @@ emits one correction naming the closed and the appended edge ids.
 A logical edge is (src, rel, dst) *per authority* (source system): a source can supersede and
 retract only what it asserted itself, and a single-valued relationship closes only competing
 values from the same authority. A competing value from another authority is kept, and the
-conflict is flagged for review rather than resolved by guessing.
+conflict is flagged for review rather than resolved by guessing. For ``other`` the source's
+wording (``phrase``) is part of the edge too: different wordings are different relationships.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
 from processors.intervals import Interval, cut_from, overlaps, subtract
 from processors.model import Correction, EdgeVersion, ReviewItem, new_tuple
@@ -25,6 +27,11 @@ from processors.vocabulary import Vocabulary
 def _digest(*parts: str) -> hashlib.blake2b:
     """The hash behind every derived id: the parts joined by the unit separator."""
     return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8)
+
+
+WORDED: Final = "other"
+"""The relationship whose edges are also told apart by their ``phrase``: it keeps what the vocabulary
+lacks, and each wording is a relationship of its own."""
 
 
 def derive_id(prefix: str, *parts: str) -> str:
@@ -89,10 +96,14 @@ class Versioner:
         digest.update(str(self._sequence).encode())
         return f"{prefix}{digest.hexdigest()}"
 
-    def _believed(self, src: str, rel: str, dst: str, authority: str, record: str | None = None) -> list[EdgeVersion]:
+    def _believed(self, src: str, rel: str, dst: str, authority: str, phrase: str | None,
+                  record: str | None = None) -> list[EdgeVersion]:
         """The believed versions of one logical edge from ``authority``, in a canonical order, so ids and
-        outputs never depend on batch boundaries; with ``record``, only those it is the provenance of."""
+        outputs never depend on batch boundaries. For ``other`` only those with ``phrase`` (``None``:
+        every wording); with ``record``, only the versions that record is the provenance of."""
         believed = [v for v in self.ledger.believed_edge(self.tenant, src, rel, dst) if v.authority == authority]
+        if rel == WORDED and phrase is not None:
+            believed = [v for v in believed if v.phrase == phrase]
         if record is not None:
             believed = [v for v in believed if v.source_record == record]
         if len(believed) > 1:
@@ -178,7 +189,7 @@ class Versioner:
         if single_valued:
             believed, competing = self._believed_and_competing(fact, provenance.authority)
         else:
-            believed, competing = self._believed(fact.src, fact.rel, fact.dst, provenance.authority), []
+            believed, competing = self._believed(fact.src, fact.rel, fact.dst, provenance.authority, fact.phrase), []
         if believed and any(_restates(v, fact, provenance) for v in believed):
             return
         closed: list[EdgeVersion] = []
@@ -237,12 +248,13 @@ class Versioner:
         self.ledger.counts.conflicts_flagged += 1
 
     def retract(self, src: str, rel: str, dst: str, authority: str, stopped_at: int | None,
-                record: str | None = None) -> None:
-        """End the edge from ``stopped_at`` on: ``authority``'s versions of it, and with ``record`` only
-        those that record is the provenance of (a snapshot ends only what its record still says)."""
+                phrase: str | None = None, record: str | None = None) -> None:
+        """End the edge from ``stopped_at`` on: ``authority``'s versions of it, for ``other`` those with
+        ``phrase`` (``None``: every wording), and with ``record`` only those it is the provenance of
+        (a snapshot ends only what its record still says)."""
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
-        for old in self._believed(src, rel, dst, authority, record):
+        for old in self._believed(src, rel, dst, authority, phrase, record):
             affected, remainder = cut_from((old.valid_from, old.valid_to), stopped_at)
             if affected:
                 closed.append(old)

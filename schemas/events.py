@@ -65,6 +65,8 @@ class Retraction(Strict):
     dst: EntityMention
     valid_from: UtcDatetime | None = None
     """When the fact stopped holding; null retracts the whole believed interval."""
+    phrase: NonEmpty | None = None
+    """For ``other``: retract that wording only; without it, every wording of the edge."""
 
 
 class EventBase(Strict):

@@ -48,8 +48,9 @@ class ChangeBuilder:
                                      "valid_to": valid_to, "evidence": evidence, **extra})
         return self
 
-    def retracts(self, src: str, rel: str, dst: str, valid_from: str | None) -> ChangeBuilder:
-        self.event["retract"].append({"src": mention(src), "rel": rel, "dst": mention(dst), "valid_from": valid_from})
+    def retracts(self, src: str, rel: str, dst: str, valid_from: str | None, **extra: Any) -> ChangeBuilder:
+        self.event["retract"].append({"src": mention(src), "rel": rel, "dst": mention(dst), "valid_from": valid_from,
+                                      **extra})
         return self
 
     def send(self) -> dict[str, Any]:

@@ -2,23 +2,25 @@
 
 Valid time is cut into *segments* by a fixed, finite set of boundary instants ``b0 < b1 < ...``:
 ``(-inf, b0), [b0, b1), ..., [bn, +inf)``. Every instant a history mentions is a boundary, so any
-believed set of valid-time instants is a set of segments. For each key (src, rel, dst, authority)
-the model keeps a map ``segment -> Provenance``: the record, version, evidence and confidence of
-the assertion that currently explains that segment, and its *origin* (which assertion it came
-from). Operations only set or delete segments; there is no interval arithmetic to get wrong.
+believed set of valid-time instants is a set of segments. For each key (src, rel, dst, authority,
+phrase) -- the phrase is the source's wording of an ``other`` edge, ``None`` for every other
+relationship -- the model keeps a map ``segment -> Provenance``: the record, version, evidence and
+confidence of the assertion that currently explains that segment, and its *origin* (which
+assertion it came from). Operations only set or delete segments; there is no interval arithmetic to get wrong.
 A *piece* (what the ledger stores as one believed version) is a maximal run of consecutive
 segments of one key with the same origin.
 
 The rules, per authority A: an assertion sets its interval's segments to itself (unless a piece
 with exactly that interval, record, evidence and confidence is believed: then nothing changes) and,
 for a single-valued relationship, deletes them from A's other values; a retraction from t deletes
-[t, +inf), whichever record of A explains the segments; a snapshot of record R deletes from
+[t, +inf), whichever record of A explains the segments (of an ``other`` edge: the keys of the
+retraction's phrase, or of every phrase when it names none); a snapshot of record R deletes from
 ``detected_at`` the segments R explains of the edges R said before and omits now (see
 ``SnapshotRule``): a segment another record restated since is that record's; revoke deletes every
 segment of one origin, revoke_source every segment of its system, narrowed to a record and a
 version when the event names them. A re-delivered event id
 changes nothing; a malformed line or an event naming an edge outside the ontology (or an unknown
-edge id) changes nothing either, but takes a tx.
+edge id, or an ``other`` assertion without a phrase) changes nothing either, but takes a tx.
 
 Each event that is not a clock setting or a re-delivery takes the next transaction time,
 ``max(clock, previous + 1)``, and the model records a full copy of its beliefs after it. A query
@@ -39,15 +41,20 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-Key = tuple[str, str, str, str]
-"""(src, rel, dst, authority)."""
-Edge = tuple[str, str, str]
-Fact = tuple[str, str, str, str, str | None]
-"""What a query returns per believed fact: (src, rel, dst, authority, source record)."""
+Key = tuple[str, str, str, str, str | None]
+"""(src, rel, dst, authority, phrase)."""
+Edge = tuple[str, str, str, str | None]
+"""(src, rel, dst, phrase): what a record claims."""
+Fact = tuple[str, str, str, str, str | None, str | None]
+"""What a query returns per believed fact: (src, rel, dst, authority, phrase, source record)."""
 Outcome = Literal["applied", "dead_lettered", "duplicate"]
 
 SINGLE_VALUED = frozenset({"owned_by"})
-SIGNATURES = frozenset({("Service", "depends_on", "Service"), ("Service", "owned_by", "Team")})
+WORDED = "other"
+"""The relationship whose edges are told apart by their phrase as well."""
+SIGNATURES = frozenset(
+    {("Service", "depends_on", "Service"), ("Service", "owned_by", "Team"), ("Service", WORDED, "Team")}
+)
 """The (src type, rel, dst type) triples of this model's universe; an event using another is rejected."""
 
 
@@ -61,6 +68,7 @@ class Assert:
     valid_to: int | None
     evidence: str = ""
     confidence: float = 1.0
+    phrase: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,19 @@ class Retract:
     rel: str
     dst: str
     valid_from: int | None
+    phrase: str | None = None
+    """For ``other``: the one wording to retract; ``None`` retracts them all."""
+
+
+def edge_of(item: Assert | Retract) -> Edge:
+    """The edge an assertion or retraction names: the phrase counts only for ``other``."""
+    return item.src, item.rel, item.dst, item.phrase if item.rel == WORDED else None
+
+
+def retracts_edge(retraction: Retract, edge: Edge) -> bool:
+    """Whether the retraction names this edge: for ``other`` without a phrase, every wording."""
+    named = edge_of(retraction)
+    return named == edge or (edge[1] == WORDED and retraction.phrase is None and named[:3] == edge[:3])
 
 
 @dataclass(frozen=True)
@@ -236,7 +257,8 @@ class ReferenceLedger:
     def _applicable(event: Change | Revoke | RevokeSource) -> bool:
         if isinstance(event, Change):
             edges: list[Assert | Retract] = [*event.asserts, *event.retracts]
-            return all((e.src.split(":")[0], e.rel, e.dst.split(":")[0]) in SIGNATURES for e in edges)
+            worded = all(a.phrase for a in event.asserts if a.rel == WORDED)
+            return worded and all((e.src.split(":")[0], e.rel, e.dst.split(":")[0]) in SIGNATURES for e in edges)
         if isinstance(event, Revoke):
             return event.target_origin is not None
         return True
@@ -250,32 +272,36 @@ class ReferenceLedger:
 
     def _change(self, event: Change) -> None:
         for retraction in event.retracts:
-            key = (retraction.src, retraction.rel, retraction.dst, event.system)
-            self._remove(key, self.span(retraction.valid_from, None))
+            for key in self.beliefs:
+                src, rel, dst, authority, phrase = key
+                if authority == event.system and retracts_edge(retraction, (src, rel, dst, phrase)):
+                    self._remove(key, self.span(retraction.valid_from, None))
         if event.record is not None:
             source = (event.system, event.record)
-            asserted = frozenset((a.src, a.rel, a.dst) for a in event.asserts)
+            asserted = frozenset(edge_of(a) for a in event.asserts)
             previously = self.claims.get(source, frozenset())
             if event.snapshot:
                 says = previously if self.snapshot_rule == "claims" else self._believed_from(*source)
-                for src, rel, dst in says - asserted:
-                    self._remove((src, rel, dst, event.system), self.span(event.detected_at, None), event.record)
+                for src, rel, dst, phrase in says - asserted:
+                    key = (src, rel, dst, event.system, phrase)
+                    self._remove(key, self.span(event.detected_at, None), event.record)
                 self.claims[source] = asserted
             else:
-                retracted = frozenset((r.src, r.rel, r.dst) for r in event.retracts)
+                retracted = frozenset(e for e in previously if any(retracts_edge(r, e) for r in event.retracts))
                 self.claims[source] = (previously - retracted) | asserted
         for index, assertion in enumerate(event.asserts):
             self._assert(event, assertion, f"{event.event_id}#{index}")
 
     def _believed_from(self, system: str, record: str) -> frozenset[Edge]:
         return frozenset(
-            (src, rel, dst)
-            for (src, rel, dst, authority), segments in self.beliefs.items()
+            (src, rel, dst, phrase)
+            for (src, rel, dst, authority, phrase), segments in self.beliefs.items()
             if authority == system and any(p.record == record for p in segments.values())
         )
 
     def _assert(self, event: Change, assertion: Assert, origin: str) -> None:
-        key = (assertion.src, assertion.rel, assertion.dst, event.system)
+        src, rel, dst, phrase = edge_of(assertion)
+        key = (src, rel, dst, event.system, phrase)
         span = self.span(assertion.valid_from, assertion.valid_to)
         believed = self.beliefs.setdefault(key, {})
         stated = (event.record, assertion.evidence, assertion.confidence)
@@ -288,11 +314,11 @@ class ReferenceLedger:
         if assertion.rel not in SINGLE_VALUED:
             return
         contradicted = False
-        for (src, rel, dst, authority), other in self.beliefs.items():
+        for (src, rel, dst, authority, phrase), other in self.beliefs.items():
             if (src, rel) != (assertion.src, assertion.rel) or dst == assertion.dst:
                 continue
             if authority == event.system:
-                self._remove((src, rel, dst, authority), span)
+                self._remove((src, rel, dst, authority, phrase), span)
             elif any(index in other for index in span):
                 contradicted = True
         if contradicted:

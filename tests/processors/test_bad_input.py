@@ -32,6 +32,13 @@ def with_assertion(**fields) -> str:
     return json.dumps(event)
 
 
+def with_retraction(**fields) -> str:
+    event = json.loads(json.dumps(GOOD)) | {"event_id": f"bad-{next(_serial)}"}
+    event["retract"] = [{"src": {"type": "Service", "id": "cmdb:S1"}, "rel": "other",
+                         "dst": {"type": "Host", "id": "cmdb:H1"}, **fields}]
+    return json.dumps(event)
+
+
 BAD = {
     "malformed JSON": ('{"kind": "change", "event_id": ', "decode", "malformed JSON"),
     "not an object": ("[1, 2, 3]", "decode", "JSON object"),
@@ -43,6 +50,8 @@ BAD = {
     "wrong range": (with_assertion(dst={"type": "Person", "id": "hr:P1"}), "apply", "cannot end at a Person"),
     "unknown entity type": (with_assertion(dst={"type": "Spaceship", "id": "x"}), "apply", "'Spaceship'"),
     "other without phrase": (with_assertion(rel="other"), "apply", "needs the source's own wording"),
+    "empty retraction phrase": (with_retraction(phrase=""), "validate", "phrase: String should have at least"),
+    "unknown retraction field": (with_retraction(wording="runs"), "validate", "wording: unknown field"),
     "mention without id or name": (with_assertion(dst={"type": "Host"}), "validate", "needs an 'id' or a 'name'"),
     "empty valid interval": (with_assertion(valid_from="2026-05-01", valid_to="2026-04-01"), "validate",
                              "valid_to must be after valid_from"),

@@ -56,6 +56,7 @@ from tests.processors.reference_model import (
     Clock,
     Event,
     Fact,
+    Key,
     Malformed,
     ReferenceLedger,
     Retract,
@@ -68,16 +69,23 @@ TENANT = "acme"
 SERVICES = ("Service:s1", "Service:s2", "Service:s3")
 TEAMS = ("Team:t1", "Team:t2")
 NODES = SERVICES + TEAMS
-RELS = ("depends_on", "owned_by")
+RELS = ("depends_on", "owned_by", "other")
 EDGES = tuple((s, "depends_on", d) for s in SERVICES for d in SERVICES) + tuple(
     (s, "owned_by", t) for s in SERVICES for t in TEAMS
 )
+WORDED_EDGES = (("Service:s1", "other", "Team:t1"), ("Service:s2", "other", "Team:t1"))
+PHRASES = ("is documented by", "is deprecated by")
+"""``other`` edges carry the source's wording; each wording is an edge of its own."""
+ASSERTED = tuple((edge, None) for edge in EDGES) + tuple((e, p) for e in WORDED_EDGES for p in PHRASES)
+RETRACTED = ASSERTED + tuple((edge, None) for edge in WORDED_EDGES)
+"""(edge, phrase) an assertion or a retraction names; a retraction of ``other`` without one ends every wording."""
 BAD_EDGES = (
     ("Team:t1", "depends_on", "Service:s1"),
     ("Service:s1", "owned_by", "Service:s2"),
     ("Service:s1", "likes", "Team:t1"),
+    ("Service:s1", "other", "Team:t1"),
 )
-"""Edges the ontology rejects: an event naming one is dead-lettered whole."""
+"""Edges the ontology rejects (``other``: without a phrase): an event naming one is dead-lettered whole."""
 SYSTEMS = ("cmdb", "hr")
 RECORDS = (None, "r1", "r2")
 VERSIONS = (None, "1", "2", "")
@@ -133,12 +141,14 @@ class AssertDraft:
     valid_to: str | None
     evidence: str
     confidence: float
+    phrase: str | None = None
 
 
 @dataclass(frozen=True)
 class RetractDraft:
     edge: tuple[str, str, str]
     valid_from: str | None
+    phrase: str | None = None
 
 
 @dataclass(frozen=True)
@@ -179,13 +189,14 @@ class ResendDraft:
 
 @dataclass(frozen=True)
 class RestateDraft:
-    """Assert an earlier assertion again (same source, edge and interval), changing one thing."""
+    """Assert an earlier assertion again (same source, edge and interval), changing one thing. A new
+    ``phrase`` is restated in a snapshot of the record, which omits the old wording (and the rest)."""
 
     pick: int
     change: str
 
 
-RESTATE_CHANGES = ("nothing", "evidence", "confidence", "record", "version", "system")
+RESTATE_CHANGES = ("nothing", "evidence", "confidence", "record", "version", "system", "phrase")
 
 
 @dataclass(frozen=True)
@@ -225,9 +236,11 @@ intervals = st.builds(
 )
 
 
-def assert_drafts(edges: tuple[tuple[str, str, str], ...]) -> st.SearchStrategy[AssertDraft]:
+def assert_drafts(edges: tuple[tuple[tuple[str, str, str], str | None], ...]) -> st.SearchStrategy[AssertDraft]:
     return st.builds(
-        lambda edge, valid, evidence, confidence: AssertDraft(edge, valid[0], valid[1], evidence, confidence),
+        lambda named, valid, evidence, confidence: AssertDraft(
+            named[0], valid[0], valid[1], evidence, confidence, named[1]
+        ),
         st.sampled_from(edges),
         intervals,
         st.sampled_from(("", "ticket-7")),
@@ -235,9 +248,13 @@ def assert_drafts(edges: tuple[tuple[str, str, str], ...]) -> st.SearchStrategy[
     )
 
 
-good_asserts = st.lists(assert_drafts(EDGES), max_size=4)
-bad_asserts = st.lists(assert_drafts(BAD_EDGES), max_size=1)
-retracts = st.lists(st.builds(RetractDraft, st.sampled_from(EDGES), st.none() | times), max_size=2)
+good_asserts = st.lists(assert_drafts(ASSERTED), max_size=4)
+bad_asserts = st.lists(assert_drafts(tuple((edge, None) for edge in BAD_EDGES)), max_size=1)
+retracts = st.lists(
+    st.builds(lambda named, valid_from: RetractDraft(named[0], valid_from, named[1]), st.sampled_from(RETRACTED),
+              st.none() | times),
+    max_size=2,
+)
 
 
 @st.composite
@@ -292,9 +309,10 @@ def mention(entity: str) -> dict[str, str]:
     return {"type": entity_type, "id": entity_id}
 
 
-def edge_json(edge: tuple[str, str, str], **fields: Any) -> dict[str, Any]:
+def edge_json(edge: tuple[str, str, str], phrase: str | None = None, **fields: Any) -> dict[str, Any]:
     src, rel, dst = edge
-    return {"src": mention(src), "rel": rel, "dst": mention(dst), **fields}
+    worded = {} if phrase is None else {"phrase": phrase}
+    return {"src": mention(src), "rel": rel, "dst": mention(dst), **fields, **worded}
 
 
 def render_change(draft: ChangeDraft, event_id: str) -> Step:
@@ -313,10 +331,11 @@ def render_change(draft: ChangeDraft, event_id: str) -> Step:
                 valid_to=a.valid_to,
                 evidence=a.evidence,
                 confidence=a.confidence,
+                phrase=a.phrase,
             )
             for a in draft.asserts
         ],
-        "retract": [edge_json(r.edge, valid_from=r.valid_from) for r in draft.retracts],
+        "retract": [edge_json(r.edge, r.phrase, valid_from=r.valid_from) for r in draft.retracts],
     }
     event = Change(
         event_id=event_id,
@@ -327,11 +346,16 @@ def render_change(draft: ChangeDraft, event_id: str) -> Step:
         snapshot=draft.snapshot,
         asserts=tuple(
             Assert(
-                *a.edge, optional_micros(a.valid_from), optional_micros(a.valid_to), a.evidence, a.confidence
+                *a.edge,
+                optional_micros(a.valid_from),
+                optional_micros(a.valid_to),
+                a.evidence,
+                a.confidence,
+                a.phrase,
             )
             for a in draft.asserts
         ),
-        retracts=tuple(Retract(*r.edge, optional_micros(r.valid_from)) for r in draft.retracts),
+        retracts=tuple(Retract(*r.edge, optional_micros(r.valid_from), r.phrase) for r in draft.retracts),
     )
     return Step(json.dumps(document), event)
 
@@ -381,7 +405,10 @@ def restated(original: ChangeDraft, assertion: AssertDraft, change: str) -> Chan
         assertion = replace(assertion, evidence=other(assertion.evidence, ("", "ticket-7")))
     if change == "confidence":
         assertion = replace(assertion, confidence=other(assertion.confidence, (1.0, 0.5)))
-    draft = replace(original, snapshot=False, asserts=(assertion,), retracts=())
+    if change == "phrase" and assertion.phrase is not None:
+        assertion = replace(assertion, phrase=other(assertion.phrase, PHRASES))
+    snapshot = change == "phrase" and original.record is not None
+    draft = replace(original, snapshot=snapshot, asserts=(assertion,), retracts=())
     if change in sources:
         draft = replace(draft, **{change: other(getattr(draft, change), sources[change])})
     return draft
@@ -400,9 +427,11 @@ def materialise(drafts: list[Draft]) -> list[Step]:
                 step = render_change(draft, event_id)
                 sent += [(draft, assertion) for assertion in draft.asserts]
             case RestateDraft(pick, change):
-                if not sent:
+                worded = [s for s in sent if s[1].phrase is not None] if change == "phrase" else []
+                candidates = worded or sent
+                if not candidates:
                     continue
-                step = render_change(restated(*sent[pick % len(sent)], change), event_id)
+                step = render_change(restated(*candidates[pick % len(candidates)], change), event_id)
             case ClockDraft(minute):
                 step = Step(
                     json.dumps({"kind": "clock", "now": clock_text(minute)}),
@@ -440,11 +469,16 @@ def materialise(drafts: list[Draft]) -> list[Step]:
 
 
 # -- running a history through the ledger and the model ---------------------------------------------------
+def model_key(v: EdgeVersion) -> Key:
+    """The version's key in the model: (src, rel, dst, authority), and the phrase of an ``other`` edge."""
+    return (v.src, v.rel, v.dst, v.authority, v.phrase if v.rel == "other" else None)
+
+
 def overlapping(versions: Iterable[EdgeVersion], when: str) -> list[str]:
     """Versions of one key, believed at the same time, must not overlap in valid time."""
-    by_key: dict[tuple[str, str, str, str], list[EdgeVersion]] = defaultdict(list)
+    by_key: dict[Key, list[EdgeVersion]] = defaultdict(list)
     for v in versions:
-        by_key[(v.src, v.rel, v.dst, v.authority)].append(v)
+        by_key[model_key(v)].append(v)
     return [
         f"{key} {when}: {a.edge_id} and {b.edge_id} overlap in valid time"
         for key, believed in by_key.items()
@@ -527,14 +561,12 @@ def replay(steps: list[Step], kv: OrderedKV, batch_size: int) -> Replay:
         moments.append((snapshot.tx, ledger_now))
         for v in versions.values():
             if v.known_at(ledger_now):
-                model.learn_origin(v.origin, (v.src, v.rel, v.dst, v.authority), v.valid_from, v.valid_to)
+                model.learn_origin(v.origin, model_key(v), v.valid_from, v.valid_to)
     return Replay(steps, store, processor, model, counts, outcomes, versions, watcher, moments)
 
 
 def ledger_answer(versions: Iterable[EdgeVersion], valid_at: int, known_at: int) -> Counter[Fact]:
-    return Counter(
-        (v.src, v.rel, v.dst, v.authority, v.source_record) for v in versions if v.visible(valid_at, known_at)
-    )
+    return Counter((*model_key(v), v.source_record) for v in versions if v.visible(valid_at, known_at))
 
 
 def count_mismatches(counts: BatchCounts, outcomes: Counter[str], lines: int) -> list[str]:

@@ -1,9 +1,10 @@
 """Versioning rules: snapshots, retractions, revocations, cardinality per authority, re-delivery."""
 
+from processors.queries import parse_edge_allowlist
 from tests.harness import Ledger
 
 S1, S2, S3 = "Service:cmdb:S1", "Service:cmdb:S2", "Service:cmdb:S3"
-C1 = "Component:cmdb:C1"
+C1, D1 = "Component:cmdb:C1", "Document:wiki:D1"
 ANA, PLAT, FIN = "Team:hr:T-ANA", "Team:hr:T-PLAT", "Team:hr:T-FIN"
 
 
@@ -54,6 +55,55 @@ def test_a_delta_retraction_ends_the_edge_whichever_record_of_the_authority_said
     ledger.change("cmdb", "ci/C1").retracts(C1, "depends_on", S1, "2026-02-01").send()
     assert dependencies(ledger, C1, "2026-01-15") == {S1}
     assert dependencies(ledger, C1, "2026-06-01") == set(), "a retraction acts within the authority, any record"
+
+
+DOCUMENTED, DEPRECATED = "is documented by", "is deprecated by"
+
+
+def wordings(ledger: Ledger, src: str = S1, dst: str = D1, valid_at: str = "2026-06-01") -> set[str]:
+    when = _micros(valid_at, "2100-01-01")
+    return {v.phrase for v in ledger.versions(src, "other") if v.dst == dst and v.visible(*when)}
+
+
+def test_other_edges_with_different_wordings_are_different_edges(ledger: Ledger) -> None:
+    """An unmapped relationship is kept with the source's wording: a second wording does not replace the first."""
+    ledger.change("wiki", "p/1").asserts(S1, "other", D1, "2026-01-01", phrase=DOCUMENTED).send()
+    ledger.change("wiki", "p/2").asserts(S1, "other", D1, "2026-01-01", phrase=DEPRECATED).send()
+    assert wordings(ledger) == {DOCUMENTED, DEPRECATED}
+    assert ledger.counts.corrections == 0 and ledger.counts.versions_closed == 0
+    result = ledger.query("traverse", S1, valid_at="2026-06-01", edges=parse_edge_allowlist("other:out"))
+    assert {e.phrase for e in result.edges.values()} == {DOCUMENTED, DEPRECATED}
+    ledger.change("wiki", "p/1").asserts(S1, "other", D1, "2026-01-01", phrase=DOCUMENTED).send()
+    assert ledger.counts.versions_appended == 2, "restating one wording changes nothing"
+    deprecated = [v for v in ledger.believed(S1, "other") if v.phrase == DEPRECATED]
+    ledger.change("wiki", "p/1").asserts(S1, "other", D1, "2026-03-01", "2026-04-01", evidence="new",
+                                         phrase=DOCUMENTED).send()
+    pieces = sorted((v.valid_from, v.evidence) for v in ledger.believed(S1, "other") if v.phrase == DOCUMENTED)
+    assert [evidence for _, evidence in pieces] == ["", "new", ""], "a new interval splits its own wording"
+    assert [v for v in ledger.believed(S1, "other") if v.phrase == DEPRECATED] == deprecated, "and no other"
+
+
+def test_a_snapshot_retracts_the_wording_it_omits_and_keeps_the_one_it_states(ledger: Ledger) -> None:
+    ledger.change("wiki", "p/1", mode="snapshot").asserts(S1, "other", D1, phrase=DOCUMENTED).asserts(
+        S1, "other", D1, phrase=DEPRECATED).send()
+    documented = {v.edge_id for v in ledger.believed(S1, "other") if v.phrase == DOCUMENTED}
+    ledger.change("wiki", "p/1", mode="snapshot", detected_at="2026-03-01T00:00:00Z").asserts(
+        S1, "other", D1, phrase=DOCUMENTED).send()
+    assert wordings(ledger, valid_at="2026-02-01") == {DOCUMENTED, DEPRECATED}
+    assert wordings(ledger) == {DOCUMENTED}
+    assert {v.edge_id for v in ledger.believed(S1, "other") if v.phrase == DOCUMENTED} == documented
+
+
+def test_a_retraction_with_a_phrase_ends_that_wording_and_one_without_ends_every_wording(ledger: Ledger) -> None:
+    ledger.change("wiki", "p/1").asserts(S1, "other", D1, phrase=DOCUMENTED).asserts(
+        S1, "other", D1, phrase=DEPRECATED).asserts(S1, "other", S2, phrase=DEPRECATED).send()
+    ledger.change("wiki", "p/1").retracts(S1, "other", D1, "2026-03-01", phrase=DEPRECATED).send()
+    assert wordings(ledger, valid_at="2026-02-01") == {DOCUMENTED, DEPRECATED}
+    assert wordings(ledger) == {DOCUMENTED}
+    ledger.change("wiki", "p/2").retracts(S1, "other", D1, "2026-05-01").send()
+    assert wordings(ledger, valid_at="2026-04-01") == {DOCUMENTED}
+    assert wordings(ledger) == set()
+    assert wordings(ledger, dst=S2) == {DEPRECATED}, "only the named edge's wordings end"
 
 
 def test_restating_the_same_snapshot_changes_nothing(ledger: Ledger) -> None:
