@@ -7,6 +7,7 @@ original text, the stage and the reason, or a review item when we abstain. Nothi
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
@@ -109,6 +110,10 @@ class LedgerProcessor:
         try:
             document = self._document = orjson.loads(raw)
         except orjson.JSONDecodeError as error:
+            undecodable = _not_utf8(raw)
+            if undecodable is not None:
+                return self._dead_letter(ledger, "decode", f"not UTF-8 text: {undecodable}", _original(raw), None,
+                                         base64.b64encode(raw).decode("ascii"))  # type: ignore[arg-type]
             return self._dead_letter(ledger, "decode", f"malformed JSON: {error}", _original(raw), None)
         if not isinstance(document, dict):
             return self._dead_letter(ledger, "decode", "an event must be a JSON object", _original(raw), None)
@@ -161,7 +166,8 @@ class LedgerProcessor:
         return outcome
 
     def _dead_letter(
-        self, ledger: PendingLedger, stage: str, reason: str, text: str, document: dict | None
+        self, ledger: PendingLedger, stage: str, reason: str, text: str, document: dict | None,
+        original_base64: str | None = None,
     ) -> Outcome:
         tenant = document.get("tenant") if document else None
         event_id = document.get("event_id") if document else None
@@ -177,6 +183,7 @@ class LedgerProcessor:
                 original=text,
                 tenant=tenant if isinstance(tenant, str) else None,
                 event_id=event_id if isinstance(event_id, str) else None,
+                original_base64=original_base64,
             )
         )
         ledger.counts.dead_lettered += 1
@@ -335,6 +342,17 @@ class _Stated:
 def _logical(src: str, rel: str, dst: str, phrase: str | None) -> LogicalEdge:
     """The logical edge a version or an assertion is of: the wording counts only for ``other``."""
     return LogicalEdge(src, rel, dst, phrase if rel == WORDED else None)
+
+
+def _not_utf8(raw: bytes | str) -> str | None:
+    """Why ``raw`` is not UTF-8 text (bytes only; a ``str`` is text already), or None if it is."""
+    if isinstance(raw, str):
+        return None
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"byte 0x{raw[error.start]:02x} at offset {error.start} ({error.reason})"
+    return None
 
 
 def _original(raw: bytes | str) -> str:

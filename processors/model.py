@@ -140,6 +140,9 @@ class DeadLetter:
     original: str
     tenant: str | None = None
     event_id: str | None = None
+    original_base64: str | None = None
+    """The event's bytes, base64, when they are not UTF-8 text: ``original`` then shows each byte
+    that is not with U+FFFD, and only these give the bytes back."""
 
 
 class EventOutcome(NamedTuple):

@@ -58,6 +58,14 @@ def bounded_original(original: str | None) -> dict[str, object]:
             "original_truncated": len(original) > ORIGINAL_KEPT}
 
 
+def _bounded_base64(encoded: str | None) -> dict[str, object]:
+    """A dead letter's ``original_base64``, cut to ``ORIGINAL_KEPT`` characters (whole 4-character
+    groups, so what is kept decodes to the first bytes); ``original_truncated`` says whether the text was cut."""
+    if encoded is None:
+        return {}
+    return {"original_base64": encoded[:ORIGINAL_KEPT - ORIGINAL_KEPT % 4]}
+
+
 VERSION_LAYOUT = 1
 """The field order of an ``edge_version`` record's ``version`` array: 1 is ``EdgeVersion``'s 19 fields
 as of format 3 of the stored state. Change it with any change to ``EdgeVersion``'s fields, and teach
@@ -133,7 +141,7 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     for letter in pending.dead_letters:
         records.append(OutRecord(Topic.DEAD_LETTER, letter.tenant or "", orjson.dumps(
             {"record_id": f"{batch_id}/{letter.tx_at}", **asdict(letter), "tx_at": format_micros(letter.tx_at),
-             **bounded_original(letter.original)})))
+             **bounded_original(letter.original), **_bounded_base64(letter.original_base64)})))
     seen_by_tenant: dict[str, list[str]] = {}
     for tenant, event_id in pending.seen:
         seen_by_tenant.setdefault(tenant, []).append(event_id)

@@ -74,8 +74,8 @@ class Ledger:
     def at(self, now: str) -> Ledger:
         return self.send({"kind": "clock", "now": now})
 
-    def send(self, *events: dict[str, Any] | str) -> Ledger:
-        lines = [e if isinstance(e, str) else json.dumps(e) for e in events]
+    def send(self, *events: dict[str, Any] | str | bytes) -> Ledger:
+        lines = [e if isinstance(e, str | bytes) else json.dumps(e) for e in events]
         self.lines += lines
         self.counts.add(BatchRunner(self.processor, self.store, self.store.commit, batch_size=1000).run(lines))
         return self

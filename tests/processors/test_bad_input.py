@@ -1,5 +1,6 @@
 """Bad input gets a clear reason and loses nothing: read = applied + dead-lettered + queued + duplicates."""
 
+import base64
 import itertools
 import json
 
@@ -77,6 +78,25 @@ def test_each_kind_of_bad_input_is_dead_lettered_with_its_reason(case: str) -> N
     assert ledger.counts.applied == 1, "processing continues after a bad event"
     assert ledger.counts.dead_lettered == 1
     assert ledger.counts.balanced()
+
+
+def test_bytes_that_are_not_utf8_are_dead_lettered_with_the_bytes_themselves() -> None:
+    raw = b'{"kind": "change", "event_id": "x\xff\xfe", "tenant": "acme"}'
+    ledger = Ledger()
+    ledger.send(raw, json.dumps(GOOD))
+    (letter,) = ledger.store.dead_letters()
+    assert letter.stage == "decode"
+    assert letter.reason == "not UTF-8 text: byte 0xff at offset 33 (invalid start byte)"
+    assert letter.original_base64 is not None and base64.b64decode(letter.original_base64) == raw
+    assert letter.original == raw.decode("utf-8", errors="replace")
+    assert ledger.counts.applied == 1 and ledger.counts.dead_lettered == 1 and ledger.counts.balanced()
+
+
+def test_text_keeps_no_base64_copy() -> None:
+    ledger = Ledger()
+    ledger.send('{"kind": "change", "event_id": ', json.dumps(GOOD))
+    (letter,) = ledger.store.dead_letters()
+    assert letter.original_base64 is None
 
 
 def test_a_rejected_event_changes_nothing_even_when_its_first_assertion_was_fine(ledger: Ledger) -> None:

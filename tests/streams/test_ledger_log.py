@@ -1,11 +1,15 @@
 """The log's records: what a replay reads back, and records too large for one Kafka record."""
 
+import base64
+
 import orjson
 import pytest
 
+from processors.model import DeadLetter
+from processors.pending import PendingLedger
 from processors.queries import edge_json
 from state.keys import pack
-from streams.ledger_log import VERSION_LAYOUT, decode_logged_version, version_record
+from streams.ledger_log import ORIGINAL_KEPT, VERSION_LAYOUT, decode_logged_version, outbox_for, version_record
 from tests.harness import Ledger
 
 
@@ -88,3 +92,14 @@ def test_a_correction_too_large_for_one_record_is_sent_in_parts() -> None:
     [single] = correction_records(Correction("c2", "acme", "ev-1", 1, "assert", ("e1",), ("e2", "e3")))
     assert single["record_id"] == "c2" and "part" not in single
     assert (single["old_edge_ids"], single["new_edge_ids"]) == (("e1",), ("e2", "e3"))
+
+
+def test_a_dead_letter_record_carries_bytes_that_are_not_utf8_as_bounded_base64() -> None:
+    ledger = Ledger()
+    raw = b"\xff" * (ORIGINAL_KEPT + 10)
+    pending = PendingLedger(ledger.store)
+    pending.dead_letters.append(DeadLetter(tx_at=1, stage="decode", reason="not UTF-8 text", original="\ufffd",
+                                           original_base64=base64.b64encode(raw).decode()))
+    (record,) = [orjson.loads(r.value) for r in outbox_for(pending, [], {}, "b-1") if r.topic == "dead-letter"]
+    kept = base64.b64decode(record["original_base64"])
+    assert len(record["original_base64"]) <= ORIGINAL_KEPT and raw.startswith(kept) and len(kept) > 0
