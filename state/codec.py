@@ -113,6 +113,23 @@ def decode_activity(data: bytes) -> SourceActivity:
     return SourceActivity(**orjson.loads(data))
 
 
+def encode_activity_entries(entries: list[list[int | None]]) -> bytes:
+    """A ``P`` row: a source's [tx, last_change_detected_at, last_change_tx, last_heartbeat_detected_at,
+    last_heartbeat_tx] after each event that moved it, oldest first."""
+    return orjson.dumps(entries)
+
+
+def activity_entry_at(data: bytes, known_at: int) -> list | None:
+    """Of a ``P`` row's entries, the newest recorded at or before ``known_at``; None if none was."""
+    entries: list[list] = orjson.loads(data)
+    index = len(entries) - 1
+    while index >= 0:  # newest last (compiled, mypyc could not build ``reversed`` over decoded JSON)
+        if entries[index][0] <= known_at:
+            return entries[index]
+        index -= 1
+    return None
+
+
 def decode_trace(data: bytes) -> Trace:
     f = orjson.loads(data)
     f["edge_ids"] = tuple(f["edge_ids"]) if f["edge_ids"] is not None else None

@@ -16,6 +16,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``X``  tenant, trace_id / ``Y`` tenant, edge_id, trace_id           traces and their edge index
 ``H``  tenant, system                                               last heartbeat
 ``L``  tenant, system                                               latest change and heartbeat applied
+``P``  tenant, system, tx of the row's first entry, newest first   the source's ``L`` row through a batch
 ``M``  name                                                         meta: last transaction time
 =====  ==========================================================  ==================================
 
@@ -30,6 +31,17 @@ files its entries for a tenant in one row, keyed by the latest transaction time 
 version change or correction cost about 2 µs each to build and insert, a quarter of the rows a batch
 wrote). A reader from transaction time ``t`` on seeks to the first row keyed at ``t`` or later: every
 earlier row holds only entries before ``t``. Within a row the entries are in the order the keys had.
+
+``L`` is the current view of source activity; ``P`` is the same through transaction time, so that
+staleness as of a past ``known_at`` is judged on what the ledger had heard by then. A batch writes, per
+source it applied an event from, one row: [tx, the four ``L`` fields] after each event that moved that
+source's ``L`` row, first the row as the batch found it (so every row alone answers from its key to
+the next row's key, and a source last heard before ``P`` existed is placed too), keyed by the first
+entry's tx, newest first. A read as of ``known_at`` seeks once per source to the first row keyed at
+or before ``known_at`` and takes its newest entry at or before it. Not one row per event (a row costs
+about 2 µs to build and insert, as for ``T``): an entry is a five-item list. A batch's span of transaction time is
+arbitrary (a simulated-clock load may put weeks in one batch), so rows keyed by the batch's end
+could not answer a ``known_at`` inside it, and what they said would depend on where batches ended.
 """
 
 from __future__ import annotations
@@ -50,7 +62,7 @@ from processors.model import (
 )
 from processors.pending import PendingLedger
 from state import codec
-from state.keys import encode_int, encode_str, pack, unpack
+from state.keys import encode_int, encode_int_desc, encode_str, pack, unpack
 from state.kv import OrderedKV
 
 _DIRECTION: Final = {"out": "o", "in": "i"}
@@ -99,6 +111,15 @@ def _listing_rows(table: bytes, by_tenant: dict[str, list], order: Callable[[Any
             last_tx = order(entries[-1])[0]
         rows.append((table + pack(tenant, last_tx), encode(entries)))
     return rows
+
+
+def _last_heard(change_tx: int | None, heartbeat_tx: int | None) -> int | None:
+    """``processors.freshness.last_heard_tx`` of an ``L`` row's two transaction times."""
+    if change_tx is None:
+        return heartbeat_tx
+    if heartbeat_tx is None:
+        return change_tx
+    return max(change_tx, heartbeat_tx)
 
 
 class StateFormatError(ValueError):
@@ -312,32 +333,74 @@ class LedgerStore:
         """Tenants the ledger has applied a change or heartbeat for (``L`` holds one row per tenant and source)."""
         return sorted({str(unpack(key[1:])[0]) for key, _ in self.kv.scan(b"L")})
 
-    def source_activity(self, tenant: str) -> dict[str, SourceActivity]:
-        return {
+    def source_activity(self, tenant: str, known_at: int | None = None) -> dict[str, SourceActivity]:
+        """The tenant's sources by system, with the latest change and heartbeat the ledger had applied
+        from each (``L``); with ``known_at``, only those applied at or before it (``activity_as_of``)."""
+        latest = {
             activity.system: activity
             for activity in (codec.decode_activity(v) for _, v in self.kv.scan(b"L" + pack(tenant)))
         }
+        return latest if known_at is None else self.activity_as_of(tenant, latest, known_at)
 
-    def _activity_after(self, pending: PendingLedger) -> list[SourceActivity]:
+    def activity_as_of(self, tenant: str, latest: dict[str, SourceActivity],
+                       known_at: int) -> dict[str, SourceActivity]:
+        """``latest`` (the tenant's ``L`` rows, as ``source_activity`` reads them) as the ledger had it at
+        ``known_at``. A source last heard at or before ``known_at`` is as ``L`` says: nothing moved its
+        row since. Any other is read from ``P``, one seek; a source with no ``P`` row by then is left out,
+        as not heard: it was not, or (a state written before ``P`` existed) nothing says when it was."""
+        found: dict[str, SourceActivity] = {}
+        for system, activity in latest.items():
+            heard = _last_heard(activity.last_change_tx, activity.last_heartbeat_tx)
+            if heard is None or heard <= known_at:
+                found[system] = activity
+                continue
+            prefix = b"P" + pack(tenant, system)
+            for _, value in self.kv.scan(prefix, start=prefix + encode_int_desc(known_at)):
+                entry = codec.activity_entry_at(value, known_at)
+                if entry is not None:
+                    found[system] = SourceActivity(tenant, system, entry[1], entry[2], entry[3], entry[4])
+                break
+        return found
+
+    def _activity_rows(self, pending: PendingLedger) -> list[tuple[bytes, bytes]]:
+        """The batch's ``L`` row and ``P`` row of each (tenant, source) it applied an event from."""
         # Speed: one mutable row per source rather than a dataclass ``replace`` per applied event.
-        # Row: [last_change_detected_at, last_change_tx, last_heartbeat_detected_at, last_heartbeat_tx].
-        rows: dict[tuple[str, str], list[int | None]] = {}
+        # Row: [last_change_detected_at, last_change_tx, last_heartbeat_detected_at, last_heartbeat_tx];
+        # the source's P entries beside it, each [tx, *row] (the first one the row as found, if heard).
+        rows: dict[tuple[str, str], tuple[list[int | None], list[list[int | None]], int]] = {}
         for outcome in pending.outcomes:
             if outcome.outcome != "applied" or outcome.tenant is None or outcome.system is None:
                 continue
             key = (outcome.tenant, outcome.system)
-            row = rows.get(key)
-            if row is None:
+            found = rows.get(key)
+            if found is None:
                 raw = self.kv.get(b"L" + pack(*key))
                 current = codec.decode_activity(raw) if raw else SourceActivity(*key)
-                row = rows[key] = [current.last_change_detected_at, current.last_change_tx,
-                                   current.last_heartbeat_detected_at, current.last_heartbeat_tx]
+                row = [current.last_change_detected_at, current.last_change_tx,
+                       current.last_heartbeat_detected_at, current.last_heartbeat_tx]
+                heard = _last_heard(current.last_change_tx, current.last_heartbeat_tx)
+                entries: list[list[int | None]] = [] if heard is None else [[heard, *row]]
+                rows[key] = (row, entries, len(entries))
+            else:
+                row, entries = found[0], found[1]
+            tx = outcome.tx_at
             if outcome.kind == "heartbeat":
                 if (row[2] or -(1 << 62)) <= (outcome.detected_at or 0):
-                    row[2], row[3] = outcome.detected_at, outcome.tx_at
+                    row[2], row[3] = outcome.detected_at, tx
+                    if tx is not None:
+                        entries.append([tx, row[0], row[1], row[2], row[3]])
             elif outcome.kind == "change" and (row[0] or -(1 << 62)) <= (outcome.detected_at or 0):
-                row[0], row[1] = outcome.detected_at, outcome.tx_at
-        return [SourceActivity(tenant, system, *row) for (tenant, system), row in rows.items()]
+                row[0], row[1] = outcome.detected_at, tx
+                if tx is not None:
+                    entries.append([tx, row[0], row[1], row[2], row[3]])
+        puts: list[tuple[bytes, bytes]] = []
+        for (tenant, system), (row, entries, seeded) in rows.items():
+            parts = pack(tenant, system)
+            puts.append((b"L" + parts, codec.encode_record(SourceActivity(tenant, system, *row))))
+            first = entries[0][0] if len(entries) > seeded else None
+            if first is not None:
+                puts.append((b"P" + parts + encode_int_desc(first), codec.encode_activity_entries(entries)))
+        return puts
 
     def _write_through(self, pending: PendingLedger) -> None:
         """After a commit: the entity and alias caches take the batch's entities and aliases (the
@@ -466,8 +529,7 @@ class LedgerStore:
                 puts.append((b"Y" + pack(trace.tenant, edge_id, trace.trace_id), b""))
         for beat in pending.heartbeats:
             puts.append((b"H" + pack(beat.tenant, beat.system), codec.encode_record(beat)))
-        for activity in self._activity_after(pending):
-            puts.append((b"L" + pack(activity.tenant, activity.system), codec.encode_record(activity)))
+        puts += self._activity_rows(pending)
         last_tx = pending.last_tx()
         if last_tx > self._last_tx:
             puts.append((_LAST_TX, str(last_tx).encode()))
