@@ -26,7 +26,8 @@ versions changed since the last transaction it processed and invalidates by them
 
 **Identity and coverage are checked on every hit.** Anchor resolution (identifiers, aliases),
 entity names in ``results`` and stale sources do not come from adjacencies: an ``alias`` command
-or a rename appends no edge version, and staleness moves with the wall clock. A hit re-resolves
+or a rename appends no edge version, and a current answer's staleness moves with the wall clock (a
+past answer's is judged at its ``known_at`` on the activity recorded by then, so it holds). A hit re-resolves
 the anchor, re-reads result names and re-asks for stale sources (a few point reads, no traversal)
 and is dropped and recomputed when any of them differs.
 
@@ -367,7 +368,8 @@ class CachedQueryEngine:
                 return False
         if anchor.entity is None:
             return True
-        return self.stale_sources(tenant, self._relationships(request)) == result.coverage.stale_sources
+        stale = self.stale_sources(tenant, self._relationships(request), request.known_at)
+        return stale == result.coverage.stale_sources
 
     def _relationships(self, request: QueryRequest) -> frozenset[str]:
         if request.name == "changed-between":

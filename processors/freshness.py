@@ -201,17 +201,24 @@ class FreshnessMonitor:
 def stale_sources_for_queries(
     ontology: Ontology,
     slo: SloConfig,
-    activity_of: Callable[[str], Mapping[str, SourceActivity]],
-    clock: Callable[[], int],
+    activity_of: Callable[[str, int], Mapping[str, SourceActivity]],
+    clock: Callable[[], int] | None = None,
 ) -> StaleSources:
     """The ``QueryEngine.stale_sources`` hook: of the source systems the query's relationships come
-    from (the ontology's ``sources``), those stale for the tenant now, sorted."""
+    from (the ontology's ``sources``), those stale for the tenant at the query's ``known_at``, sorted.
+
+    ``activity_of(tenant, at)`` is the tenant's source activity as the ledger had recorded it at
+    ``at`` (``LedgerStore.source_activity``): a past answer is judged on what had been heard by then,
+    not on what was heard afterwards, so it is the same whatever the ledger applied since. With a
+    ``clock``, a ``known_at`` after its now is judged at now: nothing says how long a source will
+    be silent in the future (the HTTP API's current answers, which the wall clock moves)."""
     sources_of = {name: frozenset(spec.sources) for name, spec in ontology.relationships.items()}
 
-    def stale_for(tenant: str, relationships: frozenset[str]) -> list[str]:
+    def stale_for(tenant: str, relationships: frozenset[str], known_at: int) -> list[str]:
         needed = frozenset().union(*(sources_of.get(rel, frozenset()) for rel in relationships))
         if not needed:
             return []
-        return sorted(needed & stale_sources(activity_of(tenant), slo, clock()))
+        at = known_at if clock is None else min(known_at, clock())
+        return sorted(needed & stale_sources(activity_of(tenant, at), slo, at))
 
     return stale_for

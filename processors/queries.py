@@ -196,11 +196,12 @@ def edge_out(version: EdgeVersion, known_at: int | None = None, evidence: bool =
     return EdgeVersionOut.model_validate(data)
 
 
-StaleSources = Callable[[str, frozenset[str]], list[str]]
-"""(tenant, relationships the query reads) -> stale source systems they depend on."""
+StaleSources = Callable[[str, frozenset[str], int], list[str]]
+"""(tenant, relationships the query reads, its known_at) -> stale source systems they depend on, as
+the ledger knew them at known_at (a past answer's coverage is as reproducible as its edges)."""
 
 
-def no_stale_sources(tenant: str, relationships: frozenset[str]) -> list[str]:
+def no_stale_sources(tenant: str, relationships: frozenset[str], known_at: int) -> list[str]:
     return []
 
 
@@ -247,7 +248,7 @@ class QueryEngine:
             relationships = plan.relationships
         read_set = walk.read_set
         self._fill(result, walk, request)
-        stale = self.stale_sources(request.tenant, relationships)
+        stale = self.stale_sources(request.tenant, relationships, request.known_at)
         result.coverage.stale_sources = stale
         result.disposition, result.coverage.note = _disposition(bool(result.results), walk.truncated, stale)
         return result, read_set

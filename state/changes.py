@@ -114,12 +114,14 @@ class LedgerFollower:
     def last_tx(self) -> int:
         return self.store.last_tx()
 
-    def source_activity(self, tenant: str) -> dict[str, SourceActivity]:
-        """Read once per view: coverage asks on every request, cache hits included."""
+    def source_activity(self, tenant: str, known_at: int | None = None) -> dict[str, SourceActivity]:
+        """The ``L`` rows read once per view: coverage asks on every request, cache hits included. As of
+        a ``known_at`` that every source was last heard by (a current request) they are the answer;
+        otherwise ``LedgerStore.activity_as_of`` seeks the sources heard since."""
         activity = self._activity.get(tenant)
         if activity is None:
             activity = self._activity[tenant] = self.store.source_activity(tenant)
-        return activity
+        return activity if known_at is None else self.store.activity_as_of(tenant, activity, known_at)
 
     def changes_since(self, tenant: str, after_tx: int) -> list[EdgeVersion]:
         return versions_changed_since(self.store, tenant, after_tx)

@@ -159,7 +159,8 @@ def query(
         axis=axis,  # type: ignore[arg-type]
     )
     with reading(state) as store:
-        stale = stale_sources_for_queries(ontology, limits, store.source_activity, lambda: known)
+        # Judged at --known-at on the activity recorded by then: a past answer's coverage reproduces.
+        stale = stale_sources_for_queries(ontology, limits, store.source_activity)
         result = QueryEngine(store, ontology, stale_sources=stale).run(request)
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")

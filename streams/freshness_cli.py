@@ -111,7 +111,9 @@ def summarise(source: str, histogram: HdrHistogram) -> SourceLag:
 
 
 def staleness(store: LedgerStore, tenant: str, slo: SloConfig, now: int) -> list[SourceStaleness]:
-    activity = store.source_activity(tenant)
+    """Each source as of ``now``: what the ledger had heard from it by then (a past ``--now`` is an
+    as-of view, so last heard is at or before it and silence is never negative)."""
+    activity = store.source_activity(tenant, now)
     found = [
         SourceStaleness(
             source=source,

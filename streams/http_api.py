@@ -148,7 +148,8 @@ default to now. An answer for a past `known_at` never changes.
 **Dispositions.** `answer`: there are results, each with a path of edge ids from the anchor (cite them).
 `none`: the anchor resolved, nothing was truncated and the sources are fresh: as recorded, there is none.
 `unknown` is **not** `none`: the anchor did not resolve, a ceiling was hit (`truncated`, `limits_hit`,
-`frontier`) or a source it depends on is stale (`coverage.stale_sources`). `ambiguous`: the entity text
+`frontier`) or a source it depends on was stale at `known_at`, on what had been heard from it by then
+(`coverage.stale_sources`). `ambiguous`: the entity text
 names several entities; ask again with one of `anchor.candidates`.
 
 **Ceilings.** `max_depth`, `max_expansions` (edge records read), `max_paths`, `max_evidence_tokens`,

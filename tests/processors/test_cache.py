@@ -339,7 +339,7 @@ class CacheAgreesWithTheEngine(RuleBasedStateMachine):
         self.plain = QueryEngine(self.ledger.store, ONTOLOGY, self.stale_sources)
         self.asked: list[QueryRequest] = []
 
-    def stale_sources(self, tenant: str, relationships: frozenset[str]) -> list[str]:
+    def stale_sources(self, tenant: str, relationships: frozenset[str], known_at: int) -> list[str]:
         wanted = {s for rel in relationships for s in ONTOLOGY.relationships[rel].sources}
         return sorted(wanted & self.stale)
 

@@ -142,8 +142,8 @@ def test_only_the_sources_of_the_relationships_a_query_reads_count(cmdb_ledger: 
     engine = engine_at(cmdb_ledger, "2026-03-01T09:30:00Z", hr_is_silent)
     assert owners_of(engine, "Component:cmdb:CI2") == ("none", [], [])
     hook = engine.stale_sources
-    assert hook("acme", frozenset({"member_of", "owned_by"})) == ["hr"]
-    assert hook("acme", frozenset({"references", "other"})) == []
+    assert hook("acme", frozenset({"member_of", "owned_by"}), at(FAR_FUTURE)) == ["hr"]
+    assert hook("acme", frozenset({"references", "other"}), at(FAR_FUTURE)) == []
 
 
 def test_lag_buckets_grow_by_sqrt_2_from_10_ms_to_at_least_14_days() -> None:
