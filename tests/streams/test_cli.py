@@ -6,8 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from schemas.times import parse_micros
+from streams.cli import app
 from streams.demo import DEMO_EVENTS
+from streams.ledger_files import load_into
 
 
 def edgeledger(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -263,3 +267,40 @@ def test_dead_letters_are_read_per_tenant_or_as_untenanted(tmp_path: Path) -> No
         done = edgeledger("dead-letters", "--state", str(state), *args, check=False)
         assert done.returncode != 0 and "--tenant" in done.stderr and "--untenanted" in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def cli_json(*args: str) -> dict:
+    """One read command in-process (a subprocess costs a second of start-up), its JSON."""
+    done = CliRunner().invoke(app, [*args, "--json"])
+    assert done.exit_code == 0, done.output
+    return json.loads(done.output)
+
+
+@pytest.mark.parametrize(
+    ("lines", "instant", "expected"),
+    [
+        # The reported case: cmdb was last heard on 2 March, so as of 22 April it is stale whatever it
+        # said on 3 May; before, the full state judged 22 April on cmdb's 3 May heartbeat: "none".
+        (11, "2026-04-22T12:00:00Z", ("unknown", ["cmdb"])),
+        # Just after the first events, inside the one batch a load of the whole file commits.
+        (8, "2026-03-02T09:05:00Z", ("none", [])),
+    ],
+)
+def test_a_past_answer_and_its_coverage_do_not_depend_on_what_was_loaded_later(
+        state: Path, tmp_path: Path, lines: int, instant: str, expected: tuple[str, list[str]]) -> None:
+    prefix = tmp_path / "prefix.jsonl"
+    prefix.write_text("".join(DEMO_EVENTS.read_text().splitlines(keepends=True)[:lines]))
+    partial = tmp_path / "partial"
+    load_into(partial, [prefix], simulated_clock=True, ontology_path=None)
+    answers, reports = [], []
+    for path in (partial, state):
+        result = cli_json("query", "dependents-of", "--state", str(path), "--tenant", "acme", "--entity",
+                          "Service:cmdb:S3", "--valid-at", instant, "--known-at", instant)
+        answers.append((result["disposition"], result["coverage"], result["results"]))
+        reports.append(cli_json("freshness", "--state", str(path), "--tenant", "acme", "--now", instant)["staleness"])
+    assert answers[0] == answers[1]
+    assert (answers[1][0], answers[1][1]["stale_sources"]) == expected
+    assert reports[0] == reports[1], "freshness --now is as of that instant"
+    for source in reports[1]:
+        if source["last_heard_at"] is not None:
+            assert parse_micros(source["last_heard_at"]) <= parse_micros(instant) and source["silence_seconds"] >= 0

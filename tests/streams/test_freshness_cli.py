@@ -193,6 +193,33 @@ def test_staleness_per_source_against_the_slo(loaded: Loaded, tmp_path: Path) ->
     assert never["last_heard_at"] is None and never["silence_seconds"] is None
 
 
+def test_staleness_as_of_a_past_instant_is_what_the_ledger_had_heard_by_then(loaded: Loaded, tmp_path: Path) -> None:
+    """--now in the middle of the stream: the same staleness as a ledger loaded only up to then (other
+    batch cuts), last heard at or before --now, silence never negative; later activity does not count."""
+    events = len(loaded.stream.lines) // 2 // 2
+    middle = START + events * STEP + 5 * SECOND  # between two events
+    state = tmp_path / "state"
+    store = open_writer(state)
+    try:
+        processor = make_processor(default_ontology(), simulated_clock=True)
+        BatchRunner(processor, store, store.commit, batch_size=97).run(loaded.stream.lines[:2 * events])
+    finally:
+        store.close()
+    at = format_micros(middle) or ""
+    past = freshness("--state", str(loaded.state), "--tenant", "acme", "--now", at)
+    assert past["staleness"] == freshness("--state", str(state), "--tenant", "acme", "--now", at)["staleness"]
+    assert {s["source"] for s in past["staleness"]} == {"cmdb", "hr", "policy"}
+    for source in past["staleness"]:
+        assert parse_micros(source["last_heard_at"]) <= middle and source["silence_seconds"] >= 0
+    # the closing heartbeats were applied at the stream's last clock and 1 and 2 µs after it
+    end = loaded.stream.end
+    at_end = freshness("--state", str(loaded.state), "--tenant", "acme", "--now", format_micros(end) or "")
+    assert {s["source"]: parse_micros(s["last_heard_at"]) == end for s in at_end["staleness"]} == {
+        "cmdb": True, "hr": False, "policy": False}, "hr's and policy's were not applied yet"
+    after = freshness("--state", str(loaded.state), "--tenant", "acme", "--now", format_micros(end + SECOND) or "")
+    assert [s["silence_seconds"] for s in after["staleness"]] == pytest.approx([1.0] * 3, abs=1e-5)
+
+
 def test_text_output_and_an_empty_tenant(loaded: Loaded) -> None:
     result = CliRunner().invoke(freshness_app, ["--state", str(loaded.state), "--tenant", "acme"])
     assert result.exit_code == 0, result.output

@@ -21,7 +21,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from schemas.results import HistoryResult, QueryResult
-from schemas.slo import SloConfig, SourceSlo
+from schemas.slo import SloConfig, SourceSlo, default_slo
+from schemas.times import parse_micros
 from streams.http_api import create_app
 from streams.ledger_files import load_into
 
@@ -210,6 +211,31 @@ def test_stale_sources_make_an_empty_answer_unknown(state: Path, tmp_path: Path)
         body = client.get(f"{BASE}/dependents-of", params={"entity": "Service:cmdb:S1"}).json()
     assert body["results"] == [] and body["disposition"] == "unknown"
     assert body["coverage"]["stale_sources"] == ["cmdb"]
+
+
+def test_a_past_answer_judges_staleness_at_its_known_at_not_at_the_wall_clock(state: Path, tmp_path: Path) -> None:
+    """As of 22 April, cmdb had last been heard on 2 March: stale, whatever it said on 3 May. The full
+    demo ledger answers as one loaded only up to 22 April does, from a miss and from a hit."""
+    prefix = tmp_path / "prefix.jsonl"
+    prefix.write_text("".join(DEMO.read_text().splitlines(keepends=True)[:11]))
+    partial = tmp_path / "partial" / "ledger"
+    load_into(partial, [prefix], simulated_clock=True, ontology_path=None)
+    just_after_the_last_heartbeat = parse_micros("2026-05-03T09:05:00Z")
+    past = {"entity": "Service:cmdb:S3", "valid_at": "2026-04-22T12:00:00Z", "known_at": "2026-04-22T12:00:00Z"}
+    bodies = []
+    for path, cache in ((partial, "partial-cache"), (state, "full-cache")):
+        app = create_app(path, cache_dir=tmp_path / cache, refresh_interval_s=0, slo=default_slo(),
+                         wall_clock=lambda: just_after_the_last_heartbeat)
+        with TestClient(app) as client:
+            miss = client.get(f"{BASE}/dependents-of", params=past)
+            hit = client.get(f"{BASE}/dependents-of", params=past)
+            assert hit.headers["X-Edgeledger-Cache"] == "hit" and hit.json() == miss.json()
+            bodies.append(miss.json())
+            if path == state:
+                now = client.get(f"{BASE}/dependents-of", params={"entity": "Service:cmdb:S3"}).json()
+                assert now["coverage"]["stale_sources"] == [], "cmdb's heartbeat five minutes ago: fresh now"
+    assert [(b["disposition"], b["coverage"]["stale_sources"]) for b in bodies] == [("unknown", ["cmdb"])] * 2
+    assert bodies[0]["coverage"] == bodies[1]["coverage"]
 
 
 # -- fuzzing from the OpenAPI document ---------------------------------------------------------------------------------
