@@ -23,6 +23,8 @@ from state.open import open_reader
 from state.store import LedgerStore
 
 log = logging.getLogger(__name__)
+_AS_OF_KEPT = 4_096
+"""Past instants whose source activity a follower keeps per view (a few hundred bytes each)."""
 
 
 def versions_changed_since(store: LedgerStore, tenant: str, after_tx: int) -> list[EdgeVersion]:
@@ -66,6 +68,8 @@ class LedgerFollower:
         self.reopened = 0
         self._activity: dict[str, dict[str, SourceActivity]] = {}
         """Per tenant, as this view of the store holds it: it changes only when the view is reopened."""
+        self._activity_as_of: dict[tuple[str, int], dict[str, SourceActivity]] = {}
+        """Per (tenant, known_at) that needed ``P``, as this view holds it (at most ``_AS_OF_KEPT``)."""
 
     def refresh(self) -> bool:
         """Reopen the reader if the directory changed since the last look; whether it did. The new reader
@@ -87,6 +91,7 @@ class LedgerFollower:
         self.store, stale = fresh, self.store
         stale.close()
         self._activity.clear()
+        self._activity_as_of.clear()
         self._fingerprint = fingerprint
         self.reopened += 1
         return True
@@ -121,7 +126,18 @@ class LedgerFollower:
         activity = self._activity.get(tenant)
         if activity is None:
             activity = self._activity[tenant] = self.store.source_activity(tenant)
-        return activity if known_at is None else self.store.activity_as_of(tenant, activity, known_at)
+        if known_at is None:
+            return activity
+        # A past answer's cache hit asks again: what it sought is kept for the view (it never changes).
+        key = (tenant, known_at)
+        as_of = self._activity_as_of.get(key)
+        if as_of is None:
+            as_of = self.store.activity_as_of(tenant, activity, known_at)
+            if as_of is not activity:
+                if len(self._activity_as_of) >= _AS_OF_KEPT:
+                    self._activity_as_of.clear()
+                self._activity_as_of[key] = as_of
+        return as_of
 
     def changes_since(self, tenant: str, after_tx: int) -> list[EdgeVersion]:
         return versions_changed_since(self.store, tenant, after_tx)

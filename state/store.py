@@ -347,20 +347,23 @@ class LedgerStore:
         """``latest`` (the tenant's ``L`` rows, as ``source_activity`` reads them) as the ledger had it at
         ``known_at``. A source last heard at or before ``known_at`` is as ``L`` says: nothing moved its
         row since. Any other is read from ``P``, one seek; a source with no ``P`` row by then is left out,
-        as not heard: it was not, or (a state written before ``P`` existed) nothing says when it was."""
+        as not heard: it was not, or (a state written before ``P`` existed) nothing says when it was.
+        ``latest`` itself when no source was heard after ``known_at`` (a current read)."""
         found: dict[str, SourceActivity] = {}
+        sought = False
         for system, activity in latest.items():
             heard = _last_heard(activity.last_change_tx, activity.last_heartbeat_tx)
             if heard is None or heard <= known_at:
                 found[system] = activity
                 continue
+            sought = True
             prefix = b"P" + pack(tenant, system)
             for _, value in self.kv.scan(prefix, start=prefix + encode_int_desc(known_at)):
                 entry = codec.activity_entry_at(value, known_at)
                 if entry is not None:
                     found[system] = SourceActivity(tenant, system, entry[1], entry[2], entry[3], entry[4])
                 break
-        return found
+        return found if sought else latest
 
     def _activity_rows(self, pending: PendingLedger) -> list[tuple[bytes, bytes]]:
         """The batch's ``L`` row and ``P`` row of each (tenant, source) it applied an event from."""

@@ -170,6 +170,30 @@ def test_a_follower_sees_another_process_writes_after_refresh(tmp_path: Path) ->
         writer.close()
 
 
+def test_a_followers_activity_as_of_a_past_instant_stays_what_was_heard_by_then(tmp_path: Path) -> None:
+    writer = open_writer(tmp_path / "ledger")
+    ledger = Ledger(kv=writer.kv)
+    ledger.at("2026-03-01T00:00:00Z").change("cmdb", detected_at="2026-03-01T00:00:00Z").asserts(
+        CONNECTOR, "owned_by", ANA).send()
+    first = ledger.store.last_tx()
+    clock = [0.0]
+    follower = LedgerFollower(tmp_path / "ledger", min_interval_s=1.0, monotonic=lambda: clock[0])
+    try:
+        then = follower.source_activity("acme", first)
+        assert then == follower.source_activity("acme") and then["cmdb"].last_change_tx == first
+        ledger.at("2026-05-03T00:00:00Z").change("cmdb", detected_at="2026-05-03T00:00:00Z").asserts(
+            REPORTS, "depends_on", CONNECTOR).send()
+        clock[0] = 2.0
+        assert follower.refresh() and follower.source_activity("acme")["cmdb"].last_change_tx > first
+        assert follower.source_activity("acme", first) == then, "heard on 3 May: not as of 1 March"
+        assert follower.source_activity("acme", first) is follower.source_activity("acme", first), "kept"
+        assert follower.source_activity("acme", first - 1) == {}
+        assert follower.source_activity("acme", ledger.store.last_tx()) is follower.source_activity("acme")
+    finally:
+        follower.close()
+        writer.close()
+
+
 def test_a_failed_reopen_keeps_the_previous_view(tmp_path: Path) -> None:
     writer = open_writer(tmp_path / "ledger")
     ledger = Ledger(kv=writer.kv)
