@@ -158,7 +158,9 @@ class EventOutcome(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class SourceActivity:
-    """The latest change and heartbeat the ledger applied from one source system."""
+    """What the ledger last heard from one source system: the transaction time of the last change and
+    of the last heartbeat it applied (``*_tx``), and the newest ``detected_at`` among them. An event
+    with an older ``detected_at`` than one seen before is still heard: it is a late fact, not silence."""
 
     tenant: str
     system: str

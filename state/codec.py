@@ -115,7 +115,7 @@ def decode_activity(data: bytes) -> SourceActivity:
 
 def encode_activity_entries(entries: list[list[int | None]]) -> bytes:
     """A ``P`` row: a source's [tx, last_change_detected_at, last_change_tx, last_heartbeat_detected_at,
-    last_heartbeat_tx] after each event that moved it, oldest first."""
+    last_heartbeat_tx] after each event applied from it, oldest first."""
     return orjson.dumps(entries)
 
 

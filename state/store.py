@@ -34,8 +34,8 @@ earlier row holds only entries before ``t``. Within a row the entries are in the
 
 ``L`` is the current view of source activity; ``P`` is the same through transaction time, so that
 staleness as of a past ``known_at`` is judged on what the ledger had heard by then. A batch writes, per
-source it applied an event from, one row: [tx, the four ``L`` fields] after each event that moved that
-source's ``L`` row, first the row as the batch found it (so every row alone answers from its key to
+source it applied an event from, one row: [tx, the four ``L`` fields] after each event applied from that
+source, first the row as the batch found it (so every row alone answers from its key to
 the next row's key, and a source last heard before ``P`` existed is placed too), keyed by the first
 entry's tx, newest first. A read as of ``known_at`` seeks once per source to the first row keyed at
 or before ``known_at`` and takes its newest entry at or before it. Not one row per event (a row costs
@@ -386,16 +386,21 @@ class LedgerStore:
                 rows[key] = (row, entries, len(entries))
             else:
                 row, entries = found[0], found[1]
-            tx = outcome.tx_at
+            # Heard at the event's transaction time whatever its detected_at says (an old one is a
+            # late fact, not silence, see processors.freshness); detected_at keeps the newest seen.
+            tx, detected = outcome.tx_at, outcome.detected_at
             if outcome.kind == "heartbeat":
-                if (row[2] or -(1 << 62)) <= (outcome.detected_at or 0):
-                    row[2], row[3] = outcome.detected_at, tx
-                    if tx is not None:
-                        entries.append([tx, row[0], row[1], row[2], row[3]])
-            elif outcome.kind == "change" and (row[0] or -(1 << 62)) <= (outcome.detected_at or 0):
-                row[0], row[1] = outcome.detected_at, tx
-                if tx is not None:
-                    entries.append([tx, row[0], row[1], row[2], row[3]])
+                at = 2
+            elif outcome.kind == "change":
+                at = 0
+            else:
+                continue
+            seen = row[at]
+            if detected is not None and (seen is None or detected > seen):
+                row[at] = detected
+            row[at + 1] = tx
+            if tx is not None:
+                entries.append([tx, row[0], row[1], row[2], row[3]])
         puts: list[tuple[bytes, bytes]] = []
         for (tenant, system), (row, entries, seeded) in rows.items():
             parts = pack(tenant, system)

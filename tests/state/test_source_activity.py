@@ -40,7 +40,7 @@ HISTORY = [
     change("c2", "cmdb", "2026-03-01T09:58:00Z"),
     heartbeat("h2", "cmdb", "2026-03-01T10:00:00Z"),
     clock("2026-03-02T09:00:00Z"),
-    change("c3", "cmdb", "2026-02-01T00:00:00Z"),  # an old detected_at: it moves nothing in L
+    change("c3", "cmdb", "2026-02-01T00:00:00Z"),  # an old detected_at: heard all the same (a late fact)
     change("p1", "policy", "2026-03-02T08:00:00Z"),
     clock("2026-04-22T10:00:00Z"),
     heartbeat("h3", "hr", "2026-04-22T10:00:00Z"),
@@ -95,10 +95,24 @@ def test_a_batch_writes_one_history_row_per_source_it_heard() -> None:
                                    a.last_heartbeat_tx], "the last entry is the L row"
 
     more = Ledger(kv=store.kv)
-    BatchRunner(more.processor, more.store, more.store.commit, 1000).run(HISTORY[6:9])  # c3 (moves nothing), p1
+    BatchRunner(more.processor, more.store, more.store.commit, 1000).run(HISTORY[6:9])  # c3 (old), p1
     rows = [(unpack(key[1:]), json.loads(value)) for key, value in store.kv.scan(b"P" + pack("acme", "cmdb"))]
-    assert len(rows) == 1, "a batch that moved nothing for cmdb writes no row for it"
+    assert len(rows) == 2, "c3 is heard: a second row for cmdb"
     assert len(list(store.kv.scan(b"P" + pack("acme", "policy")))) == 1
+    more.send(HISTORY[9], heartbeat("h9", "hr", "2026-03-01T00:00:00Z"))  # older than h1's detected_at
+    # hr's only row held h1 alone, so the new row, starting with h1 as found, takes its key: a superset.
+    ((_, value),) = store.kv.scan(b"P" + pack("acme", "hr"))
+    assert [entry[0] for entry in json.loads(value)][-1] == more.store.last_tx(), "an old heartbeat is heard too"
+
+
+def test_an_old_detected_at_is_heard_at_its_transaction_time_and_keeps_the_newest_detected_at() -> None:
+    store = loaded(HISTORY[:9])
+    cmdb = store.source_activity("acme")["cmdb"]
+    c3_tx = store.last_tx() - 1  # c3, then p1, one tick each
+    assert cmdb.last_change_tx == c3_tx, "the ledger applied c3 then: the source was heard"
+    assert cmdb.last_change_detected_at == loaded(HISTORY[:5]).source_activity("acme")["cmdb"].last_change_detected_at
+    a_batch_without_c3 = loaded(HISTORY[:7] + HISTORY[8:9])
+    assert a_batch_without_c3.source_activity("acme")["cmdb"].last_change_tx < c3_tx
 
 
 def test_history_rows_survive_a_reopen(tmp_path) -> None:
