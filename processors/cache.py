@@ -5,11 +5,10 @@ the last change the reader has seen. Every version's ``tx_from`` and ``tx_to`` a
 ``last_tx``, so all current requests see the same beliefs whatever their ``known_at``; they share
 one entry, and the ``known_at`` in the returned JSON is the caller's. A *past* request
 (``known_at < last_tx``) is keyed by its exact ``known_at``. Its beliefs can never change
-(transaction time strictly increases, so a later version or closing is invisible to it). Traversals
-stop reading an adjacency at the first version recorded after ``known_at``, so their past answers
-do not change; ``changed-between`` reads the whole adjacency and counts every record towards
-``counts.edges_read``, so its past counts move when the adjacency grows. Past entries are therefore
-indexed and invalidated by the same rule as current ones: one rule, exact for every query.
+(transaction time strictly increases, so a later version or closing is invisible to it). Every
+query, ``changed-between`` too, stops reading an adjacency at the first version recorded after
+``known_at``, so its past answers, counts included, do not change. Past entries are still indexed
+and invalidated by the same rule as current ones: one rule, exact for every query.
 
 **Valid time.** An answer depends on ``valid_at`` only through ``version.valid_at(valid_at)`` on
 the versions the traversal read, so it is the same for every ``valid_at`` between two consecutive

@@ -295,7 +295,8 @@ class QueryEngine:
         for rel in self.ontology.relationships:
             for direction in ("out", "in"):
                 walk.read_set.add((anchor, rel, direction))
-                for version in self.reader.adjacent(request.tenant, anchor, rel, direction):
+                # Only what was recorded by known_at is read or counted, so a past answer's counts hold.
+                for version in self.reader.iter_adjacent(request.tenant, anchor, rel, direction, request.known_at):
                     walk.edges_read += 1
                     found = _changes_of(version, request, within)
                     if not found:

@@ -124,6 +124,18 @@ def test_changed_between_in_valid_and_transaction_time(ledger: Ledger) -> None:
     assert {c.change for c in learned.changes} == {"appended", "closed"}
 
 
+def test_a_past_changed_between_is_the_same_answer_after_later_writes(ledger: Ledger) -> None:
+    from schemas.times import parse_micros
+
+    ledger.at("2026-05-03T00:00:00Z").change("cmdb").asserts(REPORTS, "owned_by", ANA).send()
+    window = {"changed_from": parse_micros("2026-01-01"), "changed_to": parse_micros("2026-12-01")}
+    before = ledger.query("changed-between", REPORTS, known_at="2026-05-04T00:00:00Z", **window)
+    ledger.at("2026-06-01T00:00:00Z").change("cmdb").asserts(REPORTS, "depends_on", DASH).send()
+    after = ledger.query("changed-between", REPORTS, known_at="2026-05-04T00:00:00Z", **window)
+    assert after.counts == before.counts and after.changes == before.changes
+    assert ledger.query("changed-between", REPORTS, **window).counts.edges_read == before.counts.edges_read + 1
+
+
 def test_alias_and_canonical_id_give_the_same_paths(chapter_graph: Ledger) -> None:
     chapter_graph.send({"kind": "alias", "event_id": "al-1", "tenant": "acme", "entity": CONNECTOR,
                         "alias": "Settlement Connector", "actor": "alice"})
