@@ -211,7 +211,9 @@ class Replay:
                 if record["closed"]:
                     pending.closed.append(key)
             elif kind == "entity":
-                pending.add_entity(Entity(**record["entity"]))
+                fields = record["entity"]
+                fields["earlier_names"] = codec.earlier_names(fields.get("earlier_names", ()))
+                pending.add_entity(Entity(**fields))
             elif kind == "alias":
                 pending.add_alias(AliasEntry(**record["alias"]))
             elif kind == "batch":
