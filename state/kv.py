@@ -32,6 +32,10 @@ class OrderedKV(Protocol):
         """Reorganise storage for reads after a bulk write (may take a while; changes no data)."""
         ...
 
+    def clear(self) -> None:
+        """Delete every key, atomically."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -55,6 +59,9 @@ class MemoryKV:
 
     def compact(self) -> None:
         """Nothing to reorganise in memory."""
+
+    def clear(self) -> None:
+        self._data.clear()
 
     def close(self) -> None:
         self._data = SortedDict()
@@ -159,6 +166,12 @@ class RocksKV:
     def compact(self) -> None:
         self._db.flush(wait=True)
         self._db.compact_range(None, None)
+
+    def clear(self) -> None:
+        # Every key starts with a table letter, below 0xff, so one range tombstone covers them all.
+        self._db.delete_range(b"", b"\xff")
+        self._generation += 1
+        self._idle.clear()
 
     def close(self) -> None:
         self._idle.clear()

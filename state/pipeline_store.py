@@ -22,6 +22,10 @@ class PipelineStore:
         raw = kv.get(_OUTBOX_SEQUENCE)
         self._sequence = int(raw) if raw else 0
 
+    def reset(self) -> None:
+        """Forget the outbox sequence, after the KV it lives in was cleared (``LedgerStore.reset``)."""
+        self._sequence = 0
+
     def input_offsets(self) -> dict[tuple[str, int], int]:
         """The last offset applied, per input (topic, partition)."""
         offsets = {}

@@ -167,6 +167,16 @@ class LedgerStore:
     def close(self) -> None:
         self.kv.close()
 
+    def reset(self) -> None:
+        """Delete all state and forget every cache: the store is then as if new (a worker whose state
+        diverged from the log discards it and rebuilds from the log)."""
+        self.kv.clear()
+        self._drop_caches()
+        self._parts.clear()
+        self._format_recorded = False
+        self._last_tx = NO_TRANSACTION
+        self._dead_letter_seq = 0
+
     # -- LedgerReader -------------------------------------------------------------------------------------
     def _scan_versions(self, prefix: bytes,
                        decode: Callable[[bytes], EdgeVersion] = codec.decode_version) -> list[EdgeVersion]:

@@ -155,6 +155,16 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     return records
 
 
+def parked_inputs(records: Iterable[tuple[str, str, bytes]]) -> set[tuple[str, int]]:
+    """The input (topic, partition)s that the batches of parked outbox ``(topic, key, value)`` records
+    consumed, as their ``batch`` markers on ``edge-versions`` say."""
+    consumed: set[tuple[str, int]] = set()
+    for topic, _, value in records:
+        if topic == Topic.EDGE_VERSIONS and value.startswith(b'{"kind":"batch"'):
+            consumed.update((str(name), int(partition)) for name, partition, _ in orjson.loads(value)["inputs"])
+    return consumed
+
+
 def decode_logged_version(record: dict) -> EdgeVersion:
     """The version an ``edge_version`` record carries: the stored encoding (an array, in ``layout``
     order), or, in logs written before it, the contract's edge shape (an object)."""

@@ -7,6 +7,12 @@ After a crash the worker re-sends whatever is still in the outbox and resumes ea
 its stored offset, so every input is applied once and every output is sent at least once with a
 stable ``record_id`` that consumers de-duplicate on.
 
+A parked outbox is re-sent only once this worker is assigned every input partition it consumed and
+no other worker has gone past this state on any of them. Otherwise another worker may have redone
+that batch from the log (with its own transaction times), and what is parked, and the local state
+that holds it, contradict the log: the worker then discards both and rebuilds its partitions from
+the log, and their owners apply those inputs again.
+
 The hot path is a confluent-kafka batch loop: measured here, a faust-streaming agent tops out near
 5,000 events/s while this loop does the same work at several times that.
 """
@@ -32,7 +38,7 @@ from state.pipeline_store import PipelineStore
 from state.store import EncodedVersion, LedgerStore
 from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
-from streams.ledger_log import OutRecord, Replay, outbox_for
+from streams.ledger_log import OutRecord, Replay, outbox_for, parked_inputs
 from streams.produce import deliver, delivery_producer
 from streams.topics import INPUT_TOPICS, Topic, TopicSettings
 
@@ -81,12 +87,17 @@ class LedgerWorker:
         self._lag_due = time.monotonic()
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
         self.heap = SettledHeap()
+        self._parked: list[tuple[bytes, tuple[str, str, bytes]]] = []
+        self._assigned_at = time.monotonic()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
         """Process until ``stop`` is set (or, for tests and backfills, after ``idle_exit_after`` idle seconds)."""
         stop = stop or threading.Event()
-        self._send_outbox()
+        self._parked = self.bookkeeping.outbox()
+        if self._parked:
+            log.info("found %d outbox records a previous run committed but may not have sent: they are "
+                     "settled once this worker is assigned its partitions", len(self._parked))
         inputs = [self.config.topics.name(t) for t in INPUT_TOPICS]
         self.consumer.subscribe(inputs, on_assign=self._on_assign, on_revoke=self._on_revoke)
         log.info("worker %s consuming %s", self.config.worker_id, ", ".join(inputs))
@@ -98,7 +109,9 @@ class LedgerWorker:
                     if self.process_batch():
                         idle_since = time.monotonic()
                         continue
-                    if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
+                    # An assignment (and the rebuild it may start) is not idle time.
+                    quiet_since = max(idle_since, self._assigned_at)
+                    if idle_exit_after is not None and time.monotonic() - quiet_since > idle_exit_after:
                         break
                     self.heap.when_idle()
         finally:
@@ -118,10 +131,9 @@ class LedgerWorker:
         partition meanwhile, or this disk was lost), first rebuild it from the ``edge-versions`` log.
         """
         committed = consumer.committed(partitions, timeout=30)
-        behind = sorted({
-            tp.partition for tp in committed
-            if tp.offset >= 0 and tp.offset - 1 > self.applied_offsets.get((tp.topic, tp.partition), -1)
-        })
+        behind = self._behind(committed)
+        if self._parked and self._settle_parked(partitions, behind):
+            behind = self._behind(committed)
         for partition in behind:
             self._rebuild_partition(partition)
         for tp in partitions:
@@ -129,8 +141,36 @@ class LedgerWorker:
             tp.offset = applied + 1 if applied is not None else OFFSET_BEGINNING
             self.assigned.add((tp.topic, tp.partition))
         consumer.assign(partitions)
+        self._assigned_at = time.monotonic()
         log.info("worker %s assigned %s", self.config.worker_id,
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions))
+
+    def _behind(self, committed: list[TopicPartition]) -> list[int]:
+        """Partitions whose group offset is past what this state applied: another worker owned them."""
+        return sorted({
+            tp.partition for tp in committed
+            if tp.offset >= 0 and tp.offset - 1 > self.applied_offsets.get((tp.topic, tp.partition), -1)
+        })
+
+    def _settle_parked(self, partitions: list[TopicPartition], behind: list[int]) -> bool:
+        """Re-send the parked outbox if it is still this worker's to send; else discard it with the
+        local state (see the module docstring). True when the state was discarded."""
+        consumed = parked_inputs(record for _, record in self._parked)
+        assigned = {(tp.topic, tp.partition) for tp in partitions}
+        overtaken = sorted({partition for _, partition in consumed if partition in behind})
+        missing = sorted(consumed - assigned)
+        if not overtaken and not missing:
+            self._send_outbox()
+            return False
+        log.warning("worker %s discards its local state and %d parked outbox records: %s; it rebuilds its "
+                    "partitions from the log", self.config.worker_id, len(self._parked),
+                    f"another worker went past it on partition(s) {overtaken}" if overtaken
+                    else f"input partition(s) {missing} it consumed are assigned elsewhere")
+        self.store.reset()
+        self.bookkeeping.reset()
+        self.applied_offsets = {}
+        self._parked = []
+        return True
 
     def _report_lag(self) -> None:
         """Records behind the high watermark per assigned partition (on the embedded broker the
@@ -262,7 +302,7 @@ class LedgerWorker:
 
     def _send_outbox(self) -> None:
         """Re-send what a previous run committed but may not have sent (crash between commit and send)."""
-        parked = self.bookkeeping.outbox()
+        parked, self._parked = self._parked, []
         if parked:
             log.info("re-sending %d outbox records left by a previous run", len(parked))
             self._send([OutRecord(topic, key, value) for _, (topic, key, value) in parked])

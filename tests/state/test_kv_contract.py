@@ -41,6 +41,17 @@ def test_within_one_write_the_last_put_of_a_key_wins_and_a_delete_beats_a_put(kv
     assert list(kv.scan(b"k")) == [(b"k1", b"1"), (b"k2", b"second")]
 
 
+def test_clear_deletes_every_key_and_the_store_takes_writes_after(kv) -> None:
+    kv.write([(b"A\x02x", b"1"), (b"M\x02last_tx", b"9"), (b"W\x15" + bytes(8), b"3"), (b"\xfe", b"4")])
+    for _ in kv.scan(b"A"):
+        break  # an iterator made before the clear
+    kv.clear()
+    assert list(kv.scan(b"")) == []
+    assert all(kv.get(key) is None for key in (b"A\x02x", b"M\x02last_tx", b"\xfe"))
+    kv.write([(b"A\x02y", b"2")])
+    assert list(kv.scan(b"A")) == [(b"A\x02y", b"2")]
+
+
 def test_scans_see_every_write_before_them_also_when_iterators_are_reused(kv) -> None:
     kv.write([(b"a1", b"1"), (b"a2", b"2"), (b"b1", b"1")])
     for _ in kv.scan(b"a"):

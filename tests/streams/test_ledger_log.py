@@ -9,7 +9,15 @@ from processors.model import DeadLetter
 from processors.pending import PendingLedger
 from processors.queries import edge_json
 from state.keys import pack
-from streams.ledger_log import ORIGINAL_KEPT, VERSION_LAYOUT, decode_logged_version, outbox_for, version_record
+from state.pipeline_store import PipelineStore
+from streams.ledger_log import (
+    ORIGINAL_KEPT,
+    VERSION_LAYOUT,
+    decode_logged_version,
+    outbox_for,
+    parked_inputs,
+    version_record,
+)
 from tests.harness import Ledger
 
 
@@ -103,3 +111,17 @@ def test_a_dead_letter_record_carries_bytes_that_are_not_utf8_as_bounded_base64(
     (record,) = [orjson.loads(r.value) for r in outbox_for(pending, [], {}, "b-1") if r.topic == "dead-letter"]
     kept = base64.b64decode(record["original_base64"])
     assert len(record["original_base64"]) <= ORIGINAL_KEPT and raw.startswith(kept) and len(kept) > 0
+
+
+def test_parked_inputs_are_the_input_partitions_the_parked_batches_consumed() -> None:
+    ledger = Ledger()
+    ledger.change("cmdb").asserts("Service:cmdb:S1", "depends_on", "Service:cmdb:S2").send()
+    pending = PendingLedger(ledger.store)
+    pending.mark_seen("acme", "ev-x", "applied")
+    records = outbox_for(pending, [], {("p.source-changes", 2): 41, ("p.corrections", 0): 7}, "b-1")
+    bookkeeping = PipelineStore(ledger.kv)
+    puts, _ = bookkeeping.outbox_puts(records)
+    ledger.kv.write(puts)
+    parked = [record for _, record in bookkeeping.outbox()]
+    assert parked_inputs(parked) == {("p.source-changes", 2), ("p.corrections", 0)}
+    assert parked_inputs([]) == set()
