@@ -1,10 +1,15 @@
 """The ledger's event-sourced log: what each committed batch did, as records on ``edge-versions``.
 
 Each batch writes, in this order, one record per appended or closed edge version, one per new or
-renamed entity and per new alias, and a closing ``batch`` marker with the event ids it applied and
-the input offsets it consumed. Replaying a partition's records through ``Replay`` rebuilds the
-same ledger state (what a worker that lost its disk, or a query replica, does). Every record has a
-``record_id`` so consumers can de-duplicate re-sent outbox records.
+renamed entity and per new alias, one per correction (``correction``, its parts as on
+``edge-corrections``), review item (``review``), dead letter (``dead_letter``), trace and
+heartbeat, and a closing ``batch`` marker per tenant with the event ids it applied, the input
+offsets it consumed and what it heard from each source (``heard``: system, kind, detected_at, tx
+of each applied change and heartbeat, for source activity). Replaying a partition's records
+through ``Replay`` rebuilds the same ledger state (what a worker that lost its disk, or a query
+replica, does); the review item's and dead letter's original text is kept to its first
+``ORIGINAL_KEPT`` characters there, as on their own topics. Every record has a ``record_id`` so
+consumers can de-duplicate re-sent outbox records.
 
 An ``edge_version`` record's ``version`` is the ledger's own encoding of the version: a JSON array
 of ``processors.model.EdgeVersion``'s fields in order, instants as integer microseconds since the
@@ -20,12 +25,22 @@ reason), ``review-queue`` (parked events and flagged conflicts).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
 import orjson
 
-from processors.model import AliasEntry, Correction, EdgeVersion, Entity
+from processors.model import (
+    AliasEntry,
+    Correction,
+    DeadLetter,
+    EdgeVersion,
+    Entity,
+    EventOutcome,
+    Heartbeat,
+    ReviewItem,
+    Trace,
+)
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
 from schemas.times import format_micros, parse_micros
@@ -132,16 +147,42 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
              "alias": {"tenant": alias.tenant, "normalised": alias.normalised, "entity_id": alias.entity_id,
                        "tx_from": alias.tx_from}})))
     for correction in pending.corrections:
+        tenants.add(correction.tenant)
         for part in correction_records(correction):
-            records.append(OutRecord(Topic.EDGE_CORRECTIONS, correction.tenant, orjson.dumps(part)))
+            value = orjson.dumps(part)
+            records.append(OutRecord(Topic.EDGE_CORRECTIONS, correction.tenant, value))
+            records.append(OutRecord(log, correction.tenant, value))  # its kind is "correction" already
     for item in pending.review_items:
+        tenants.add(item.tenant)
+        kept = {**asdict(item), **bounded_original(item.original)}
         records.append(OutRecord(Topic.REVIEW_QUEUE, item.tenant, orjson.dumps(
-            {"record_id": item.review_id, **asdict(item), "tx_at": format_micros(item.tx_at),
-             **bounded_original(item.original)})))
+            {"record_id": item.review_id, **kept, "tx_at": format_micros(item.tx_at)})))
+        records.append(OutRecord(log, item.tenant, orjson.dumps(
+            {"kind": "review", "record_id": f"{item.tenant}/review/{item.review_id}", "item": kept})))
     for letter in pending.dead_letters:
+        record_id = f"{batch_id}/{letter.tx_at}"
+        kept = {**asdict(letter), **bounded_original(letter.original), **_bounded_base64(letter.original_base64)}
         records.append(OutRecord(Topic.DEAD_LETTER, letter.tenant or "", orjson.dumps(
-            {"record_id": f"{batch_id}/{letter.tx_at}", **asdict(letter), "tx_at": format_micros(letter.tx_at),
-             **bounded_original(letter.original), **_bounded_base64(letter.original_base64)})))
+            {"record_id": record_id, **kept, "tx_at": format_micros(letter.tx_at)})))
+        records.append(OutRecord(log, letter.tenant or "", orjson.dumps(
+            {"kind": "dead_letter", "record_id": f"{record_id}/log", "letter": kept})))
+        if letter.tenant:
+            tenants.add(letter.tenant)
+    for trace in pending.traces:
+        tenants.add(trace.tenant)
+        records.append(OutRecord(log, trace.tenant, orjson.dumps(
+            {"kind": "trace", "record_id": f"{trace.tenant}/trace/{trace.trace_id}", "trace": asdict(trace)})))
+    for beat in pending.heartbeats:
+        tenants.add(beat.tenant)
+        records.append(OutRecord(log, beat.tenant, orjson.dumps(
+            {"kind": "heartbeat", "record_id": f"{beat.tenant}/heartbeat/{beat.system}/{beat.tx_at}",
+             "heartbeat": asdict(beat)})))
+    heard: dict[str, list[list]] = {}
+    for outcome in pending.outcomes:
+        if outcome.outcome == "applied" and outcome.tenant is not None and outcome.system is not None \
+                and outcome.kind in ("change", "heartbeat"):
+            heard.setdefault(outcome.tenant, []).append(
+                [outcome.system, outcome.kind, outcome.detected_at, outcome.tx_at])
     seen_by_tenant: dict[str, list[str]] = {}
     for tenant, event_id in pending.seen:
         seen_by_tenant.setdefault(tenant, []).append(event_id)
@@ -151,7 +192,7 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
             {"kind": "batch", "record_id": f"{batch_id}/{tenant}", "tenant": tenant,
              "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
              "inputs": [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())],
-             "last_tx": pending.last_tx()})))
+             "heard": heard.get(tenant, []), "last_tx": pending.last_tx()})))
     return records
 
 
@@ -196,12 +237,37 @@ def _micros(text: str | None) -> int | None:
     return parse_micros(text) if text is not None else None
 
 
+def _without_length(fields: dict) -> dict:
+    """A review item's or dead letter's fields as logged, less what ``bounded_original`` added."""
+    return {key: value for key, value in fields.items() if key not in ("original_length", "original_truncated")}
+
+
 @dataclass
 class Replay:
     """Rebuilds ledger state from ``edge-versions`` records, one committed batch at a time."""
 
     reader: LedgerReader
     pending: PendingLedger | None = None
+    _parts: dict[str, list[dict]] = field(default_factory=dict)
+    """The parts of a correction split over several records (``correction_records``), by correction id."""
+
+    def _correction(self, record: dict) -> Correction | None:
+        """The correction a ``correction`` record carries, once all its parts are in."""
+        parts = record.get("parts")
+        if parts is not None:
+            collected = self._parts.setdefault(record["correction_id"], [])
+            if record["part"] not in {part["part"] for part in collected}:
+                collected.append(record)
+            if len(collected) < parts:
+                return None
+            del self._parts[record["correction_id"]]
+            collected.sort(key=lambda part: part["part"])
+        else:
+            collected = [record]
+        head = collected[0]
+        return Correction(head["correction_id"], head["tenant"], head["event_id"], parse_micros(head["tx_at"]),
+                          head["cause"], tuple(i for part in collected for i in part["old_edge_ids"]),
+                          tuple(i for part in collected for i in part["new_edge_ids"]))
 
     def feed(self, values: Iterable[bytes], commit, inputs_seen: dict[tuple[str, int], int]) -> int:
         """Apply records; commit at each batch marker; returns how many records were applied."""
@@ -226,9 +292,27 @@ class Replay:
                 pending.add_entity(Entity(**fields))
             elif kind == "alias":
                 pending.add_alias(AliasEntry(**record["alias"]))
+            elif kind == "correction":
+                correction = self._correction(record)
+                if correction is not None:
+                    pending.corrections.append(correction)
+            elif kind == "review":
+                pending.review_items.append(ReviewItem(**_without_length(record["item"])))
+            elif kind == "dead_letter":
+                pending.dead_letters.append(DeadLetter(**_without_length(record["letter"])))
+            elif kind == "trace":
+                fields = record["trace"]
+                if fields["edge_ids"] is not None:
+                    fields["edge_ids"] = tuple(fields["edge_ids"])
+                pending.traces.append(Trace(**fields))
+            elif kind == "heartbeat":
+                pending.heartbeats.append(Heartbeat(**record["heartbeat"]))
             elif kind == "batch":
+                tenant = record["tenant"]
                 for event_id, outcome in record["outcomes"].items():
-                    pending.mark_seen(record["tenant"], event_id, outcome)
+                    pending.mark_seen(tenant, event_id, outcome)
+                for system, event_kind, detected_at, tx in record.get("heard", ()):
+                    pending.outcomes.append(EventOutcome(tenant, event_kind, system, "applied", detected_at, tx))
                 pending.tx = record["last_tx"]
                 for topic, partition, offset in record["inputs"]:
                     inputs_seen[(topic, partition)] = max(offset, inputs_seen.get((topic, partition), -1))
