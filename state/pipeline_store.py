@@ -12,8 +12,16 @@ from state.kv import OrderedKV
 OFFSET = b"G"
 OUTBOX = b"W"
 _OUTBOX_SEQUENCE = b"M" + pack("outbox_seq")
-_FRAME = struct.Struct(">HHI")
-"""Outbox frame header: the sizes of topic, key and value."""
+_FRAME = struct.Struct(">HHIi")
+"""Outbox frame header: the sizes of topic, key and value, and the partition (-1: the key's)."""
+_FRAMED_WITH_PARTITION = b"\xfe\x02"
+"""How an outbox row of ``_FRAME`` frames begins. A row written before partitions were framed
+(``_FRAME_V1``) begins with its first topic name's size, whose high byte is 0 for any name shorter
+than 256 bytes, so the two never meet."""
+_FRAME_V1 = struct.Struct(">HHI")
+
+OutboxRecord = tuple[str, str, bytes, int]
+"""(topic, key, value, partition): ``partition`` -1 lets the producer choose by key."""
 
 
 class PipelineStore:
@@ -38,8 +46,9 @@ class PipelineStore:
         return [(OFFSET + pack(topic, partition), str(offset).encode())
                 for (topic, partition), offset in offsets.items()]
 
-    def outbox_puts(self, records: Sequence[tuple[str, str, bytes]]) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
-        """Puts that park a batch's ``(topic, key, value)`` records in the outbox, and their keys for trimming.
+    def outbox_puts(self, records: Sequence[OutboxRecord]) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+        """Puts that park a batch's ``(topic, key, value, partition)`` records in the outbox, and their
+        keys for trimming.
 
         Speed: the whole batch is one row (length-prefixed frames), so parking and trimming cost one
         put and one delete per batch rather than per record."""
@@ -47,26 +56,32 @@ class PipelineStore:
             return [], []
         self._sequence += 1
         outbox_key = OUTBOX + pack(self._sequence)
-        frames = []
-        for topic, key, value in records:
+        frames = [_FRAMED_WITH_PARTITION]
+        for topic, key, value, partition in records:
             topic_bytes, key_bytes = topic.encode(), key.encode()
-            frames.append(_FRAME.pack(len(topic_bytes), len(key_bytes), len(value)))
+            frames.append(_FRAME.pack(len(topic_bytes), len(key_bytes), len(value), partition))
             frames += (topic_bytes, key_bytes, value)
         return [(outbox_key, b"".join(frames)), (_OUTBOX_SEQUENCE, str(self._sequence).encode())], [outbox_key]
 
-    def outbox(self) -> list[tuple[bytes, tuple[str, str, bytes]]]:
+    def outbox(self) -> list[tuple[bytes, OutboxRecord]]:
         """Records committed but not yet confirmed sent, in commit order, each with its outbox row's key."""
         pending = []
         for row_key, row in self.kv.scan(OUTBOX):
-            position = 0
+            with_partition = row.startswith(_FRAMED_WITH_PARTITION)
+            position = len(_FRAMED_WITH_PARTITION) if with_partition else 0
             while position < len(row):
-                topic_size, key_size, value_size = _FRAME.unpack_from(row, position)
-                position += _FRAME.size
+                if with_partition:
+                    topic_size, key_size, value_size, partition = _FRAME.unpack_from(row, position)
+                    position += _FRAME.size
+                else:
+                    topic_size, key_size, value_size = _FRAME_V1.unpack_from(row, position)
+                    position += _FRAME_V1.size
+                    partition = -1
                 topic = row[position:position + topic_size].decode()
                 position += topic_size
                 key = row[position:position + key_size].decode()
                 position += key_size
-                pending.append((row_key, (topic, key, row[position:position + value_size])))
+                pending.append((row_key, (topic, key, row[position:position + value_size], partition)))
                 position += value_size
         return pending
 

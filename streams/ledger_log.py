@@ -55,6 +55,8 @@ class OutRecord(NamedTuple):
     topic: str
     key: str
     value: bytes
+    partition: int = -1
+    """-1: the producer chooses by ``key``."""
 
 
 ORIGINAL_KEPT = 128 * 1024
@@ -125,9 +127,13 @@ def correction_records(correction: Correction) -> list[dict]:
 
 
 def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: dict[tuple[str, int], int],
-               batch_id: str) -> list[OutRecord]:
+               batch_id: str, log_partitions: int = 0) -> list[OutRecord]:
     """Every record a batch must emit, keyed by tenant (the partitioning unit); ``versions`` are
-    the batch's versions as its commit encoded them (``state.store.LogRows``)."""
+    the batch's versions as its commit encoded them (``state.store.LogRows``). With
+    ``log_partitions`` (the ``edge-versions`` partition count), also a marker without a tenant in
+    each log partition whose input partition the batch consumed: a batch that applied nothing there
+    (only dead letters of events that named no tenant, say) still records its input offsets where a
+    rebuild of that partition reads them."""
     records: list[OutRecord] = []
     tenants: set[str] = set()
     log = Topic.EDGE_VERSIONS
@@ -193,14 +199,19 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
              "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
              "inputs": [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())],
              "heard": heard.get(tenant, []), "last_tx": pending.last_tx()})))
+    consumed = [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())]
+    for partition in sorted({partition for _, partition in inputs if partition < log_partitions}):
+        records.append(OutRecord(Topic.EDGE_VERSIONS, "", orjson.dumps(
+            {"kind": "batch", "record_id": f"{batch_id}/partition-{partition}", "tenant": None, "outcomes": {},
+             "inputs": consumed, "heard": [], "last_tx": pending.last_tx()}), partition))
     return records
 
 
-def parked_inputs(records: Iterable[tuple[str, str, bytes]]) -> set[tuple[str, int]]:
-    """The input (topic, partition)s that the batches of parked outbox ``(topic, key, value)`` records
-    consumed, as their ``batch`` markers on ``edge-versions`` say."""
+def parked_inputs(records: Iterable[tuple[str, str, bytes, int]]) -> set[tuple[str, int]]:
+    """The input (topic, partition)s that the batches of parked outbox ``(topic, key, value, partition)``
+    records consumed, as their ``batch`` markers on ``edge-versions`` say."""
     consumed: set[tuple[str, int]] = set()
-    for topic, _, value in records:
+    for topic, _, value, _ in records:
         if topic == Topic.EDGE_VERSIONS and value.startswith(b'{"kind":"batch"'):
             consumed.update((str(name), int(partition)) for name, partition, _ in orjson.loads(value)["inputs"])
     return consumed

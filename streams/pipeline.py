@@ -87,7 +87,7 @@ class LedgerWorker:
         self._lag_due = time.monotonic()
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
         self.heap = SettledHeap()
-        self._parked: list[tuple[bytes, tuple[str, str, bytes]]] = []
+        self._parked: list[tuple[bytes, tuple[str, str, bytes, int]]] = []
         self._assigned_at = time.monotonic()
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ class LedgerWorker:
 
         def outbox(versions: list[EncodedVersion]) -> list[tuple[bytes, bytes]]:
             records.extend(self._outbox(pending, versions, consumed, batch_id))
-            puts, keys = self.bookkeeping.outbox_puts(records)  # an OutRecord is a (topic, key, value)
+            puts, keys = self.bookkeeping.outbox_puts(records)  # an OutRecord is a (topic, key, value, partition)
             outbox_keys.extend(keys)
             return puts
 
@@ -258,7 +258,8 @@ class LedgerWorker:
     def _outbox(self, pending: PendingLedger, versions: list[EncodedVersion],
                 consumed: dict[tuple[str, int], int], batch_id: str) -> list[OutRecord]:
         """A method of its own (as ``_commit_offsets``) so that a benchmark can time it apart from the commit."""
-        return outbox_for(pending, versions, consumed, batch_id)
+        return outbox_for(pending, versions, consumed, batch_id,
+                          self.config.topics.partitions_for(Topic.EDGE_VERSIONS))
 
     def _observe(self, pending: PendingLedger) -> None:
         for observe in self.observers:
@@ -305,9 +306,9 @@ class LedgerWorker:
         parked, self._parked = self._parked, []
         if parked:
             log.info("re-sending %d outbox records left by a previous run", len(parked))
-            self._send([OutRecord(topic, key, value) for _, (topic, key, value) in parked])
+            self._send([OutRecord(*record) for _, record in parked])
             self.bookkeeping.trim([key for key, _ in parked])
 
     def _send(self, records: list[OutRecord]) -> None:
         name = self.config.topics.name
-        deliver(self.producer, ((name(r.topic), r.key.encode(), r.value) for r in records), 30)
+        deliver(self.producer, ((name(r.topic), r.key.encode(), r.value, r.partition) for r in records), 30)

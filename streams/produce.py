@@ -64,9 +64,14 @@ def delivery_producer(bootstrap: str, **overrides: Any) -> Producer:
     return Producer(producer_config(bootstrap, **FAILURES_ONLY, **overrides))
 
 
-def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, bytes]], timeout: float = 60,
+Message = tuple[str, bytes | None, bytes] | tuple[str, bytes | None, bytes, int]
+"""(topic, key, value), or (topic, key, value, partition) with partition -1 for the key's."""
+
+
+def deliver(producer: Producer, messages: Iterable[Message], timeout: float = 60,
             on_sent: Callable[[], None] | None = None) -> int:
-    """Produce ``(topic, key, value)`` messages, waiting when the local queue is full, then flush;
+    """Produce ``(topic, key, value)`` messages, or ``(topic, key, value, partition)`` to name the
+    partition (-1: by key), waiting when the local queue is full, then flush;
     raise if any was not delivered. Returns how many were sent. Delivery reports are served when
     the queue is full and by the flush, not after every record (a call per record into librdkafka);
     a ``delivery_producer`` reports only the failures this looks at. A record the producer refuses
@@ -79,10 +84,12 @@ def deliver(producer: Producer, messages: Iterable[tuple[str, bytes | None, byte
             failures.append(str(error))
 
     sent = 0
-    for topic, key, value in messages:
+    for message in messages:
+        topic, key, value = message[0], message[1], message[2]
+        partition = message[3] if len(message) > 3 else -1  # type: ignore[misc]
         while True:
             try:
-                producer.produce(topic, key=key, value=value, on_delivery=delivered)
+                producer.produce(topic, key=key, value=value, partition=partition, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.05)

@@ -7,8 +7,8 @@ from state.pipeline_store import PipelineStore
 def test_the_outbox_returns_each_batch_in_commit_order_until_trimmed() -> None:
     kv = MemoryKV()
     store = PipelineStore(kv)
-    first = [("edge-versions", "acme", b'{"kind":"edge_version"}'), ("dead-letter", "", b"\x00\xffraw")]
-    second = [("edge-corrections", "t\u00e9nant", b"x" * 70_000)]
+    first = [("edge-versions", "acme", b'{"kind":"edge_version"}', -1), ("dead-letter", "", b"\x00\xffraw", 3)]
+    second = [("edge-corrections", "t\u00e9nant", b"x" * 70_000, -1)]
     for records in (first, second):
         puts, _ = store.outbox_puts(records)
         kv.write(puts)
@@ -24,3 +24,14 @@ def test_the_outbox_returns_each_batch_in_commit_order_until_trimmed() -> None:
 
 def test_an_empty_batch_parks_nothing() -> None:
     assert PipelineStore(MemoryKV()).outbox_puts([]) == ([], [])
+
+
+def test_an_outbox_row_written_before_partitions_were_framed_still_reads() -> None:
+    import struct
+
+    kv = MemoryKV()
+    frames = b"".join(struct.pack(">HHI", len(t), len(k), len(v)) + t + k + v
+                      for t, k, v in ((b"edge-versions", b"acme", b"{}"), (b"dead-letter", b"", b"\xfe\x02")))
+    kv.write([(b"W\x15" + bytes(7) + b"\x01", frames)])
+    assert [record for _, record in PipelineStore(kv).outbox()] == [
+        ("edge-versions", "acme", b"{}", -1), ("dead-letter", "", b"\xfe\x02", -1)]

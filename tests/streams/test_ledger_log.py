@@ -190,3 +190,19 @@ def test_a_correction_split_into_parts_is_replayed_whole(monkeypatch: pytest.Mon
     replay = Replay(LedgerStore(MemoryKV()))
     found = [replay._correction(orjson.loads(record)) for record in reversed(records)]
     assert found[:2] == [None, None] and found[2] == correction
+
+
+def test_each_consumed_input_partition_gets_a_marker_in_its_log_partition() -> None:
+    ledger = Ledger()
+    pending = PendingLedger(ledger.store)  # a batch that applied nothing: one dead letter with no tenant
+    pending.dead_letters.append(DeadLetter(tx_at=1, stage="decode", reason="malformed JSON", original="{"))
+    inputs = {("p.source-changes", 1): 10, ("p.source-changes", 3): 4, ("p.corrections", 3): 2, ("p.traces", 7): 0}
+    markers = [r for r in outbox_for(pending, [], inputs, "b-1", log_partitions=4)
+               if r.topic == "edge-versions" and orjson.loads(r.value)["kind"] == "batch"]
+    assert [r.partition for r in markers] == [1, 3], "one per input partition the log has, by number"
+    for marker in markers:
+        body = orjson.loads(marker.value)
+        assert body["tenant"] is None and body["outcomes"] == {}
+        assert body["inputs"] == [["p.corrections", 3, 2], ["p.source-changes", 1, 10], ["p.source-changes", 3, 4],
+                                  ["p.traces", 7, 0]]
+    assert all(r.partition == -1 for r in outbox_for(pending, [], inputs, "b-1")), "no log partitions given: none"
