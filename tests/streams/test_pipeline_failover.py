@@ -1,0 +1,332 @@
+"""Failover and rebuild: a batch another worker redid, a replica beside its worker, poison across a
+lost disk, and `run --exit-when-idle` on a worker that must rebuild first.
+
+Each test builds its scenario on the session's embedded broker with topics of its own, runs the
+workers as `edgeledger run` subprocesses, and compares what they hold with `load` of the same input
+or with each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from processors.freshness import stale_sources_for_queries
+from processors.queries import QueryEngine, QueryRequest
+from schemas.ontology import default_ontology
+from schemas.slo import default_slo
+from state.kv import RocksKV
+from state.open import reading
+from streams.broker import EmbeddedBroker
+from streams.ledger_files import load_into, wall_clock_micros
+from streams.pipeline import CRASH_EXIT_CODE, FAILPOINT_CRASH_AFTER_COMMIT
+from streams.produce import produce_files
+from streams.replica import run_replica
+from streams.topics import Topic, TopicSettings, ensure_topics
+from tests.benchmarks.generate import generate_events
+from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
+
+pytestmark = pytest.mark.integration
+TENANTS = ("acme", "globex", "initech", "umbrella")
+
+
+# -- building scenarios ----------------------------------------------------------------------------------------------
+def write_events(path: Path, per_tenant: int, seed: int = 0, id_prefix: str = "gen",
+                 extra: tuple[str | bytes, ...] = ()) -> int:
+    """``per_tenant`` generated change events for each tenant, interleaved, then ``extra`` lines;
+    event ids start with ``id_prefix`` (a second part of a stream needs ids of its own). Returns the line count."""
+    groups = [list(generate_events(per_tenant, 200, seed=seed + i, tenant=tenant, simulated_clock=False))
+              for i, tenant in enumerate(TENANTS)]
+    lines: list[bytes] = [line.replace('"event_id": "gen-', f'"event_id": "{id_prefix}-', 1).encode()
+                          for group in zip(*groups, strict=True) for line in group]
+    lines += [line if isinstance(line, bytes) else line.encode() for line in extra]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return len(lines)
+
+
+def change(event_id: str, system: str, record: str, src: str, rel: str, dst: str) -> str:
+    """A one-edge delta change event, as the demo data writes them."""
+    src_type, src_id = src.split(":", 1)
+    dst_type, dst_id = dst.split(":", 1)
+    return json.dumps({
+        "kind": "change", "event_id": event_id, "tenant": "acme",
+        "source": {"system": system, "record": record, "version": "1"},
+        "detected_at": "2026-01-01T00:00:00Z", "mode": "delta", "retract": [],
+        "assert": [{"src": {"type": src_type, "id": src_id}, "rel": rel, "dst": {"type": dst_type, "id": dst_id},
+                    "valid_from": "2025-01-01"}]})
+
+
+SIDE_EFFECTS: tuple[str, ...] = (
+    # Service:cmdb:S3 owned_by (one at a time) from two sources: a cardinality conflict to review.
+    change("own-cmdb", "cmdb", "svc/S3", "Service:cmdb:S3", "owned_by", "Team:hr:T1"),
+    change("own-hr", "hr", "org/S3", "Service:cmdb:S3", "owned_by", "Team:hr:T-OTHER"),
+    json.dumps({"kind": "trace", "event_id": "tr-1", "tenant": "acme", "trace_id": "agent-run-1",
+                "query": {"name": "owners-of", "entity": "Service:cmdb:S3"}, "valid_at": "2026-01-01T00:00:00Z",
+                "known_at": "2026-01-01T00:00:00Z", "action": "approval_routing"}),
+    json.dumps({"kind": "heartbeat", "event_id": "hb-hr-1", "tenant": "acme", "source": {"system": "hr"},
+                "detected_at": "2026-01-01T00:00:00Z"}),
+    "{not json",
+    json.dumps({"kind": "teleport", "event_id": "bogus-1", "tenant": "acme"}),
+)
+"""What a stream carries besides edges: a review item, a trace, a heartbeat and two dead letters."""
+
+POISON: tuple[bytes, ...] = (
+    b"{not json",
+    json.dumps({"kind": "teleport", "event_id": "poison-1", "tenant": "acme"}).encode(),
+    json.dumps({"kind": "change", "event_id": "poison-2", "source": {"system": "cmdb"}, "assert": []}).encode(),
+)
+"""Invalid JSON, an unknown kind, a change that names no tenant: each is dead-lettered."""
+
+
+@pytest.fixture
+def topics(kafka_broker: EmbeddedBroker) -> TopicSettings:
+    """Topics of this test's own on the session's broker."""
+    settings = fresh_topics()
+    ensure_topics(kafka_broker.bootstrap, settings)
+    return settings
+
+
+StartWorker = Callable[[Path, str, TopicSettings, str], subprocess.Popen]
+
+
+@pytest.fixture
+def running() -> Iterator[StartWorker]:
+    """``start_worker`` for workers a test stops itself; any still running when the test ends is killed."""
+    started: list[subprocess.Popen] = []
+
+    def start(state: Path, bootstrap: str, topics: TopicSettings, group: str) -> subprocess.Popen:
+        started.append(start_worker(state, bootstrap, topics, group))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+
+
+# -- reading state -----------------------------------------------------------------------------------------------
+def count_rows(state: Path, table: bytes) -> int:
+    """Rows of one table of a state directory (``I`` seen events, ``D`` dead letters), read as a secondary."""
+    if not (state / "CURRENT").exists():
+        return 0
+    kv = RocksKV(state, read_only=True)
+    try:
+        return sum(1 for _ in kv.scan(table))
+    finally:
+        kv.close()
+
+
+OPEN = 7
+"""The place in a ``comparable_state`` tuple of whether the version is still open (tenant, edge_id,
+src and rel come first)."""
+
+
+def state_difference(state: Path, expected: Path) -> str:
+    """"same", or how the edge versions of ``state`` differ from ``expected``'s, by kind, with an example."""
+    have = {(v[0], v[1]): v for v in comparable_state(state)}
+    want = {(v[0], v[1]): v for v in comparable_state(expected)}
+    if have == want:
+        return "same"
+    kinds: dict[str, list[tuple]] = {}
+    for key in sorted(have.keys() | want.keys()):
+        mine, theirs = have.get(key), want.get(key)
+        if mine == theirs:
+            continue
+        if mine is None or theirs is None:
+            kind = "missing" if mine is None else "not in load"
+        elif mine[:OPEN] + mine[OPEN + 1:] == theirs[:OPEN] + theirs[OPEN + 1:]:
+            kind = "open where load closed it" if mine[OPEN] else "closed where load has it open"
+        else:
+            kind = "different"
+        kinds.setdefault(kind, []).append(mine or theirs)
+    return "; ".join(f"{len(found)} {kind} (e.g. {found[0][:4]})" for kind, found in kinds.items())
+
+
+def double_owners(state: Path, services: list[tuple[str, str]], at: int) -> list[str]:
+    """Of ``services`` ((tenant, entity) pairs), those whose owners-of answer at ``at`` has two owners
+    from one source system (owned_by is one at a time), with their owners per source."""
+    found = []
+    with reading(state) as store:
+        engine = QueryEngine(store, default_ontology())
+        for tenant, service in services:
+            result = engine.run(QueryRequest(name="owners-of", tenant=tenant, entity=service, valid_at=at, known_at=at))
+            per_source = Counter(result.edges[path.edges[0]].source.system for path in result.paths)
+            if any(owners > 1 for owners in per_source.values()):
+                found.append(f"{tenant} {service}: {dict(per_source)}")
+    return found
+
+
+def most_reowned_services(expected: Path, per_tenant: int = 3) -> list[tuple[str, str]]:
+    """(tenant, service) pairs whose ownership changed most often: where a reopened stale version shows."""
+    versions = Counter((tenant, src) for tenant, _, src, rel, *_ in comparable_state(expected) if rel == "owned_by")
+    return [pair for tenant in TENANTS
+            for pair, _ in sorted(((p, n) for p, n in versions.items() if p[0] == tenant),
+                                  key=lambda item: (-item[1], item[0]))[:per_tenant]]
+
+
+def side_tables(state: Path, at: int) -> dict[str, object]:
+    """Everything a state holds besides edges and entities, per tenant, and the coverage of a query at ``at``."""
+    ontology, slo = default_ontology(), default_slo()
+    with reading(state) as store:
+        stale = stale_sources_for_queries(ontology, slo, store.source_activity)
+        engine = QueryEngine(store, ontology, stale_sources=stale)
+        return {
+            "corrections": {t: list(store.corrections(t)) for t in TENANTS},
+            "review items": {t: list(store.review_items(t)) for t in TENANTS},
+            "dead letters per tenant": dict(Counter(letter.tenant for letter in store.dead_letters())),
+            "traces": {t: list(store.traces(t)) for t in TENANTS},
+            "heartbeats": {t: list(store.heartbeats(t)) for t in TENANTS},
+            "source activity": {t: store.source_activity(t) for t in TENANTS},
+            "coverage of owners-of": {t: engine.run(QueryRequest(
+                name="owners-of", tenant=t, entity="Service:cmdb:S3", valid_at=at, known_at=at)).coverage.stale_sources
+                for t in TENANTS},
+        }
+
+
+def size(listing: object) -> object:
+    """A side table in a few words: the number of rows per tenant."""
+    if isinstance(listing, dict):
+        return {key: len(value) if isinstance(value, list | dict) else value for key, value in listing.items()}
+    return listing
+
+
+# -- running workers -------------------------------------------------------------------------------------------------
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail, saying ``what`` did not happen, after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.2)
+
+
+def run_until_idle(state: Path, bootstrap: str, topics: TopicSettings, group: str, idle: float = 3) -> dict:
+    """One `run --exit-when-idle` to its end; its summary."""
+    worker = start_worker(state, bootstrap, topics, group, exit_when_idle=idle)
+    out, err = finish(worker, 120)
+    assert worker.returncode == 0, err
+    return json.loads(out)
+
+
+def stop(worker: subprocess.Popen) -> dict:
+    """Stop a running worker as an operator does (SIGTERM); its summary."""
+    worker.send_signal(signal.SIGTERM)
+    out, err = finish(worker, 60)
+    assert worker.returncode == 0, err
+    return json.loads(out)
+
+
+# -- the tests -------------------------------------------------------------------------------------------------------
+def test_a_batch_redone_by_another_worker_is_not_resent_over_it(kafka_broker: EmbeddedBroker, topics: TopicSettings,
+                                                                tmp_path: Path) -> None:
+    """A commits its first batch and dies before sending it; B redoes the whole stream; A comes back
+    with that batch still in its outbox. Sent after B's records, A's stale copies must not undo them."""
+    bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
+    produced = write_events(events, 750)
+    load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
+    produce_files([events], bootstrap, topics, progress=False)
+
+    os.environ[FAILPOINT_CRASH_AFTER_COMMIT] = "1"
+    try:
+        crashing = start_worker(tmp_path / "A", bootstrap, topics, "g-redone")
+        finish(crashing, 120)
+    finally:
+        del os.environ[FAILPOINT_CRASH_AFTER_COMMIT]
+    assert crashing.returncode == CRASH_EXIT_CODE
+    assert 0 < count_rows(tmp_path / "A", b"I") < produced, "A died after committing part of the stream"
+
+    taking_over = run_until_idle(tmp_path / "B", bootstrap, topics, "g-redone", idle=5)
+    assert taking_over["events_read"] == produced, "B redid A's unsent batch and the rest"
+    run_until_idle(tmp_path / "A", bootstrap, topics, "g-redone", idle=4)
+    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+
+    holders = ("B", "A", "replica")
+    versions = {name: state_difference(tmp_path / name, tmp_path / "load") for name in holders}
+    now = wall_clock_micros()
+    services = most_reowned_services(tmp_path / "load")
+    double_owned = {name: double_owners(tmp_path / name, services, now) for name in holders}
+    assert versions == dict.fromkeys(holders, "same"), (
+        f"each holds load's edge versions (the replica: a replay of the whole log); owners-of: {double_owned}")
+    assert double_owned == {name: [] for name in holders}, "owned_by is one at a time: one owner per source"
+
+
+def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroker, topics: TopicSettings,
+                                                     tmp_path: Path) -> None:
+    """A replica materialises the log; what the worker keeps besides edges must be in the log too:
+    a replica answers `corrections`, `review list`, `dead-letters` and a query's coverage as the worker does."""
+    bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
+    write_events(events, 250, extra=SIDE_EFFECTS)
+    produce_files([events], bootstrap, topics, progress=False)
+    run_until_idle(tmp_path / "worker", bootstrap, topics, "g-replica")
+    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+
+    now = wall_clock_micros()
+    worker, replica = side_tables(tmp_path / "worker", now), side_tables(tmp_path / "replica", now)
+    assert comparable_state(tmp_path / "replica") == comparable_state(tmp_path / "worker")
+    assert all(worker["corrections"].values()), "every tenant's ownership changes made corrections"
+    assert [len(worker[name]["acme"]) for name in ("review items", "traces", "heartbeats")] == [1, 1, 1]
+    assert worker["dead letters per tenant"] == {"acme": 1, None: 1}, "the unknown kind is acme's; bad JSON no one's"
+    assert worker["coverage of owners-of"]["acme"] == [], "the worker heard cmdb just now"
+    differing = {name: f"worker {size(worker[name])}, replica {size(replica[name])}"
+                 for name in worker if replica[name] != worker[name]}
+    assert not differing, f"the replica differs from the worker in {sorted(differing)}: {differing}"
+
+
+def test_poison_is_dead_lettered_once_across_a_rebuild(kafka_broker: EmbeddedBroker, topics: TopicSettings,
+                                                       running: StartWorker,
+                                                       tmp_path: Path) -> None:
+    """The stream ends with a batch of poison only; the disk is lost; the worker rebuilds while more
+    input arrives. The poison was handled: it is neither read nor dead-lettered a second time."""
+    bootstrap, state = kafka_broker.bootstrap, tmp_path / "state"
+    first_part = write_events(tmp_path / "part1.jsonl", 300)
+    (tmp_path / "poison.jsonl").write_bytes(b"\n".join(POISON) + b"\n")
+    second_part = write_events(tmp_path / "part2.jsonl", 150, seed=10, id_prefix="later")
+
+    produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
+    worker = running(state, bootstrap, topics, "g-poison-rebuild")
+    wait_until(lambda: count_rows(state, b"I") >= first_part, 60, "the worker applied the first part")
+    produce_files([tmp_path / "poison.jsonl"], bootstrap, topics, progress=False)
+    wait_until(lambda: count_rows(state, b"D") >= len(POISON), 30, "the worker dead-lettered the poison")
+    before_loss = stop(worker)
+    shutil.rmtree(state)
+
+    worker = running(state, bootstrap, topics, "g-poison-rebuild")
+    produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
+    wait_until(lambda: count_rows(state, b"I") >= first_part + second_part, 90, "the worker applied the second part")
+    time.sleep(2)
+    after_rebuild = stop(worker)
+
+    letters = {letter["record_id"]: letter for letter in read_topic(bootstrap, topics.name(Topic.DEAD_LETTER))}
+    read = [before_loss["events_read"], after_rebuild["events_read"]]
+    produced = first_part + len(POISON) + second_part
+    assert Counter(letter["original"] for letter in letters.values()) == {line.decode(): 1 for line in POISON}, (
+        f"one dead letter (by record_id) per poison input; events read before and after the loss {read} of {produced}")
+    assert sum(read) == produced, f"events read before and after the loss: {read}"
+
+
+def test_exit_when_idle_does_not_count_a_rebuild_as_idle(kafka_broker: EmbeddedBroker, topics: TopicSettings,
+                                                         tmp_path: Path) -> None:
+    """The disk is lost while input waits: the rebuild from the log is work, not idleness."""
+    bootstrap, state = kafka_broker.bootstrap, tmp_path / "state"
+    first_part = write_events(tmp_path / "part1.jsonl", 250)
+    waiting = write_events(tmp_path / "part2.jsonl", 250, seed=10, id_prefix="later")
+    produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
+    assert run_until_idle(state, bootstrap, topics, "g-idle-rebuild")["events_read"] == first_part
+    shutil.rmtree(state)
+    produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
+
+    started = time.monotonic()
+    summary = run_until_idle(state, bootstrap, topics, "g-idle-rebuild", idle=3)
+    assert summary["events_read"] == waiting, (
+        f"read {summary['events_read']} of the {waiting} waiting events before exiting after "
+        f"{time.monotonic() - started:.1f} s ({count_rows(state, b'I')} events seen: the rebuild restored the rest)")
+    assert count_rows(state, b"I") == first_part + waiting, "the rebuild restored the first part, then read the rest"
