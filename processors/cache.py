@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
-from processors.model import Direction, EdgeVersion, Entity, name_at
+from processors.model import Direction, EdgeVersion, Entity
 from processors.ports import GraphReader
 from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, plan_for, resolve_anchor
 from schemas.cache import CacheInvalidation
@@ -363,7 +363,7 @@ class CachedQueryEngine:
             return False
         for answer in result.results:
             entity = self.reader.entity(tenant, answer.entity)
-            if (name_at(entity, request.known_at) if entity else None) != answer.name:
+            if (entity.name if entity else None) != answer.name:
                 return False
         if anchor.entity is None:
             return True

@@ -120,13 +120,12 @@ class MentionResolver:
         for entity_id, (entity_type, name) in self._planned_entities.items():
             known = ledger.entity(self.tenant, entity_id)
             if known is None:
-                ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, entity_type, name, tx, ())))
+                ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, entity_type, name, tx)))
                 if new_entities is None:
                     new_entities = set()
                 new_entities.add(entity_id)
             elif name and name != known.name:
-                ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, known.type, name, known.first_tx,
-                                                     (*known.earlier_names, (tx, known.name)))))
+                ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, known.type, name, known.first_tx)))
             elif name:
                 recorded_names.add((entity_id, normalise_name(name)))
         for entity_id, normalised in self._planned_aliases:

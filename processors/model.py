@@ -86,17 +86,6 @@ class Entity(NamedTuple):
     type: str
     name: str | None
     first_tx: int
-    earlier_names: tuple[tuple[int, str | None], ...] = ()
-    """The names it had before ``name``, oldest first, each with the transaction time of the rename
-    that ended it: an answer as of a past ``known_at`` shows the name of its time (``name_at``)."""
-
-
-def name_at(entity: Entity, known_at: int) -> str | None:
-    """The entity's name as the ledger knew it at ``known_at``."""
-    for renamed_at, name in entity.earlier_names:
-        if known_at < renamed_at:
-            return name
-    return entity.name
 
 
 class AliasEntry(NamedTuple):

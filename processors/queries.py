@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from processors.identity import entity_type_of, normalise_name
-from processors.model import Direction, EdgeVersion, name_at
+from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from processors.traversal import UNBOUNDED_HOPS, Limits, Path, Plan, PlanRefused, Step, Traversal, traverse
 from schemas.ontology import Ontology
@@ -271,8 +271,7 @@ class QueryEngine:
         for entity_id in answers:
             entity = self.reader.entity(request.tenant, entity_id)
             result.results.append(ResultEntity.model_validate(
-                {"entity": entity_id, "type": entity_type_of(entity_id),
-                 "name": name_at(entity, request.known_at) if entity else None}))
+                {"entity": entity_id, "type": entity_type_of(entity_id), "name": entity.name if entity else None}))
         result.truncated = walk.truncated
         result.limits_hit = list(walk.limits_hit)
         result.frontier = [FrontierNode(node=n, depth=d, reason=r) for n, d, r in walk.frontier]

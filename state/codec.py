@@ -55,20 +55,12 @@ def decode_interned_version(data: bytes) -> EdgeVersion:
 
 
 def encode_entity(e: Entity) -> bytes:
-    """[tenant, id, type, name, first_tx], then the earlier names ([tx, name] each) only if renamed."""
-    if e.earlier_names:
-        return orjson.dumps([e.tenant, e.entity_id, e.type, e.name, e.first_tx, e.earlier_names])
     return orjson.dumps([e.tenant, e.entity_id, e.type, e.name, e.first_tx])
 
 
 def decode_entity(data: bytes) -> Entity:
     f = orjson.loads(data)
-    return new_tuple(Entity, (f[0], f[1], f[2], f[3], f[4], earlier_names(f[5]) if len(f) > 5 else ()))
-
-
-def earlier_names(entries: list) -> tuple[tuple[int, str | None], ...]:
-    """``Entity.earlier_names`` from its JSON form (a list of [tx, name] lists)."""
-    return tuple((int(entry[0]), entry[1]) for entry in entries)
+    return new_tuple(Entity, (f[0], f[1], f[2], f[3], f[4]))
 
 
 def encode_record(record: ReviewItem | DeadLetter | Heartbeat | Trace | SourceActivity) -> bytes:

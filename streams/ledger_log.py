@@ -298,9 +298,7 @@ class Replay:
                 if record["closed"]:
                     pending.closed.append(key)
             elif kind == "entity":
-                fields = record["entity"]
-                fields["earlier_names"] = codec.earlier_names(fields.get("earlier_names", ()))
-                pending.add_entity(Entity(**fields))
+                pending.add_entity(Entity(**record["entity"]))
             elif kind == "alias":
                 pending.add_alias(AliasEntry(**record["alias"]))
             elif kind == "correction":

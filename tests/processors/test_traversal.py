@@ -136,32 +136,6 @@ def test_a_past_changed_between_is_the_same_answer_after_later_writes(ledger: Le
     assert ledger.query("changed-between", REPORTS, **window).counts.edges_read == before.counts.edges_read + 1
 
 
-def _owned_by_named_team(ledger: Ledger, event_id: str, team_name: str) -> None:
-    ledger.send({"kind": "change", "event_id": event_id, "tenant": "acme", "source": {"system": "hr"},
-                 "detected_at": "2026-01-01T00:00:00Z",
-                 "assert": [{"src": {"type": "Service", "id": "cmdb:S1"}, "rel": "owned_by",
-                             "dst": {"type": "Team", "id": "hr:T-PLAT", "name": team_name}}]})
-
-
-def test_a_past_answer_shows_the_names_of_its_time(ledger: Ledger) -> None:
-    ledger.at("2026-03-01T00:00:00Z")
-    _owned_by_named_team(ledger, "n-1", "Platform")
-    ledger.at("2026-05-01T00:00:00Z")
-    _owned_by_named_team(ledger, "n-2", "Platform Engineering")
-    ledger.at("2026-06-01T00:00:00Z")
-    _owned_by_named_team(ledger, "n-3", "Core Platform")
-
-    def name(known_at: str) -> str | None:
-        (answer,) = ledger.query("owners-of", "Service:cmdb:S1", known_at=known_at).results
-        return answer.name
-
-    assert name("2026-04-01T00:00:00Z") == "Platform"
-    assert name("2026-05-15T00:00:00Z") == "Platform Engineering"
-    assert name(FAR_FUTURE) == "Core Platform"
-    team = ledger.store.entity("acme", "Team:hr:T-PLAT")
-    assert team is not None and [n for _, n in team.earlier_names] == ["Platform", "Platform Engineering"]
-
-
 def test_alias_and_canonical_id_give_the_same_paths(chapter_graph: Ledger) -> None:
     chapter_graph.send({"kind": "alias", "event_id": "al-1", "tenant": "acme", "entity": CONNECTOR,
                         "alias": "Settlement Connector", "actor": "alice"})

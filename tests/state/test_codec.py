@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from processors.model import EdgeVersion, Entity, name_at
+from processors.model import EdgeVersion
 from state import codec
 
 
@@ -30,19 +30,3 @@ def test_the_ledgers_reads_get_the_interned_names() -> None:
     decoded = codec.decode_interned_version(codec.encode_version(_version()))
     for name in (decoded.tenant, decoded.src, decoded.rel, decoded.dst, decoded.authority):
         assert name is sys.intern(name.encode().decode())  # a fresh copy interns to that very object
-
-
-@pytest.mark.parametrize("earlier", [(), ((7, "Platform"), (9, None))])
-def test_an_entity_round_trips_with_its_earlier_names(earlier) -> None:
-    entity = Entity("acme", "Team:hr:T1", "Team", "Core Platform", 3, earlier)
-    assert codec.decode_entity(codec.encode_entity(entity)) == entity
-
-
-def test_an_entity_stored_before_earlier_names_decodes_with_none() -> None:
-    entity = codec.decode_entity(b'["acme","Team:hr:T1","Team","Platform",3]')
-    assert entity.earlier_names == () and name_at(entity, 0) == "Platform"
-
-
-def test_the_name_at_a_known_at_is_the_one_before_the_next_rename() -> None:
-    entity = Entity("acme", "Team:hr:T1", "Team", "C", 1, ((5, "A"), (8, "B")))
-    assert [name_at(entity, at) for at in (1, 4, 5, 7, 8, 100)] == ["A", "A", "B", "B", "C", "C"]
