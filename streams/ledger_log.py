@@ -127,13 +127,15 @@ def correction_records(correction: Correction) -> list[dict]:
 
 
 def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: dict[tuple[str, int], int],
-               batch_id: str, log_partitions: int = 0) -> list[OutRecord]:
+               batch_id: str, log_partitions: int = 0,
+               first: dict[tuple[str, int], int] | None = None) -> list[OutRecord]:
     """Every record a batch must emit, keyed by tenant (the partitioning unit); ``versions`` are
     the batch's versions as its commit encoded them (``state.store.LogRows``). With
     ``log_partitions`` (the ``edge-versions`` partition count), also a marker without a tenant in
     each log partition whose input partition the batch consumed: a batch that applied nothing there
     (only dead letters of events that named no tenant, say) still records its input offsets where a
-    rebuild of that partition reads them."""
+    rebuild of that partition reads them. Markers name the last input offset of each (topic,
+    partition) the batch consumed (``inputs``) and, given ``first``, the first (``from``)."""
     records: list[OutRecord] = []
     tenants: set[str] = set()
     log = Topic.EDGE_VERSIONS
@@ -193,27 +195,33 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     for tenant, event_id in pending.seen:
         seen_by_tenant.setdefault(tenant, []).append(event_id)
         tenants.add(tenant)
+    consumed = [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())]
+    started = [[topic, partition, offset] for (topic, partition), offset in sorted((first or {}).items())]
     for tenant in sorted(tenants):
         records.append(OutRecord(Topic.EDGE_VERSIONS, tenant, orjson.dumps(
-            {"kind": "batch", "record_id": f"{batch_id}/{tenant}", "tenant": tenant,
+            {"kind": "batch", "record_id": f"{batch_id}/{tenant}", "batch": batch_id, "tenant": tenant,
              "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
-             "inputs": [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())],
-             "heard": heard.get(tenant, []), "last_tx": pending.last_tx()})))
-    consumed = [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())]
+             "inputs": consumed, "from": started, "heard": heard.get(tenant, []), "last_tx": pending.last_tx()})))
     for partition in sorted({partition for _, partition in inputs if partition < log_partitions}):
         records.append(OutRecord(Topic.EDGE_VERSIONS, "", orjson.dumps(
-            {"kind": "batch", "record_id": f"{batch_id}/partition-{partition}", "tenant": None, "outcomes": {},
-             "inputs": consumed, "heard": [], "last_tx": pending.last_tx()}), partition))
+            {"kind": "batch", "record_id": f"{batch_id}/partition-{partition}", "batch": batch_id, "tenant": None,
+             "outcomes": {}, "inputs": consumed, "from": started, "heard": [], "last_tx": pending.last_tx()}),
+            partition))
     return records
 
 
-def parked_inputs(records: Iterable[tuple[str, str, bytes, int]]) -> set[tuple[str, int]]:
+def parked_inputs(records: Iterable[tuple[str, str, bytes, int]]) -> dict[tuple[str, int], int]:
     """The input (topic, partition)s that the batches of parked outbox ``(topic, key, value, partition)``
-    records consumed, as their ``batch`` markers on ``edge-versions`` say."""
-    consumed: set[tuple[str, int]] = set()
+    records consumed, each with the first offset consumed there, as their ``batch`` markers on
+    ``edge-versions`` say. A marker written before markers named it (no ``from``) gives its last
+    offset there instead (the first is not known): only a redo that reached it is then seen."""
+    consumed: dict[tuple[str, int], int] = {}
     for topic, _, value, _ in records:
         if topic == Topic.EDGE_VERSIONS and value.startswith(b'{"kind":"batch"'):
-            consumed.update((str(name), int(partition)) for name, partition, _ in orjson.loads(value)["inputs"])
+            marker = orjson.loads(value)
+            for name, partition, offset in marker.get("from") or marker["inputs"]:
+                key = (str(name), int(partition))
+                consumed[key] = min(int(offset), consumed.get(key, int(offset)))
     return consumed
 
 
@@ -254,78 +262,126 @@ def _without_length(fields: dict) -> dict:
 
 
 @dataclass
-class Replay:
-    """Rebuilds ledger state from ``edge-versions`` records, one committed batch at a time."""
+class _Open:
+    """What one log partition has sent of the batch now being read: held until its marker."""
 
-    reader: LedgerReader
-    pending: PendingLedger | None = None
-    _parts: dict[str, list[dict]] = field(default_factory=dict)
+    pending: PendingLedger
+    record_ids: set[str] = field(default_factory=set)
+    parts: dict[str, list[dict]] = field(default_factory=dict)
     """The parts of a correction split over several records (``correction_records``), by correction id."""
 
-    def _correction(self, record: dict) -> Correction | None:
-        """The correction a ``correction`` record carries, once all its parts are in."""
-        parts = record.get("parts")
-        if parts is not None:
-            collected = self._parts.setdefault(record["correction_id"], [])
-            if record["part"] not in {part["part"] for part in collected}:
-                collected.append(record)
-            if len(collected) < parts:
-                return None
-            del self._parts[record["correction_id"]]
-            collected.sort(key=lambda part: part["part"])
-        else:
-            collected = [record]
-        head = collected[0]
-        return Correction(head["correction_id"], head["tenant"], head["event_id"], parse_micros(head["tx_at"]),
-                          head["cause"], tuple(i for part in collected for i in part["old_edge_ids"]),
-                          tuple(i for part in collected for i in part["new_edge_ids"]))
 
-    def feed(self, values: Iterable[bytes], commit, inputs_seen: dict[tuple[str, int], int]) -> int:
-        """Apply records; commit at each batch marker; returns how many records were applied."""
+@dataclass
+class Replay:
+    """Rebuilds ledger state from ``edge-versions`` records, one committed batch at a time.
+
+    Each log partition's records are held until the batch marker that closes them, and a batch is
+    applied once: a marker whose inputs on its own partition number are all at or below what was
+    applied already (``inputs_seen``) closes a batch applied before, re-sent after a crash or read
+    again by a rebuild over state that holds it, and its records are dropped. ``inputs_seen`` moves
+    for an input partition at the markers in the log partition of the same number (a tenant's
+    events and its log records share the number). Within a batch a record id counts once (a send
+    cut short, then the whole batch re-sent)."""
+
+    reader: LedgerReader
+    _open: dict[int, _Open] = field(default_factory=dict)
+    _closing: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    """Per log partition: the batch whose markers are being read, and whether it is applied."""
+
+    def feed(self, values: Iterable[bytes], commit, inputs_seen: dict[tuple[str, int], int],
+             partition: int = 0) -> int:
+        """Apply the records of log partition ``partition``; commit at each marker of a batch not
+        applied before; ``inputs_seen`` (the input offsets applied so far) is read and updated.
+        Returns how many records were read."""
         count = 0
         for raw in values:
-            record = orjson.loads(raw)
-            if self.pending is None:
-                self.pending = PendingLedger(self.reader)
-            pending = self.pending
-            kind = record.get("kind")
-            if kind == "edge_version":
-                version = decode_logged_version(record)
-                key = (version.tenant, version.edge_id)
-                pending.versions[key] = version
-                if record["appended"]:
-                    pending.appended.append(key)
-                if record["closed"]:
-                    pending.closed.append(key)
-            elif kind == "entity":
-                pending.add_entity(Entity(**record["entity"]))
-            elif kind == "alias":
-                pending.add_alias(AliasEntry(**record["alias"]))
-            elif kind == "correction":
-                correction = self._correction(record)
-                if correction is not None:
-                    pending.corrections.append(correction)
-            elif kind == "review":
-                pending.review_items.append(ReviewItem(**_without_length(record["item"])))
-            elif kind == "dead_letter":
-                pending.dead_letters.append(DeadLetter(**_without_length(record["letter"])))
-            elif kind == "trace":
-                fields = record["trace"]
-                if fields["edge_ids"] is not None:
-                    fields["edge_ids"] = tuple(fields["edge_ids"])
-                pending.traces.append(Trace(**fields))
-            elif kind == "heartbeat":
-                pending.heartbeats.append(Heartbeat(**record["heartbeat"]))
-            elif kind == "batch":
-                tenant = record["tenant"]
-                for event_id, outcome in record["outcomes"].items():
-                    pending.mark_seen(tenant, event_id, outcome)
-                for system, event_kind, detected_at, tx in record.get("heard", ()):
-                    pending.outcomes.append(EventOutcome(tenant, event_kind, system, "applied", detected_at, tx))
-                pending.tx = record["last_tx"]
-                for topic, partition, offset in record["inputs"]:
-                    inputs_seen[(topic, partition)] = max(offset, inputs_seen.get((topic, partition), -1))
-                commit(pending)
-                self.pending = None
             count += 1
+            record = orjson.loads(raw)
+            kind = record.get("kind")
+            if kind == "batch":
+                self._close(record, commit, inputs_seen, partition)
+                continue
+            held = self._open.get(partition)
+            if held is None:
+                held = self._open[partition] = _Open(PendingLedger(self.reader))
+            record_id = record.get("record_id")
+            if record_id is not None:
+                if record_id in held.record_ids:
+                    continue
+                held.record_ids.add(record_id)
+            _hold(held, kind, record)
         return count
+
+    def _close(self, marker: dict, commit, inputs_seen: dict[tuple[str, int], int], partition: int) -> None:
+        batch = marker.get("batch") or str(marker["record_id"]).split("/", 1)[0]
+        closing = self._closing.get(partition)
+        if closing is None or closing[0] != batch:
+            own = [(topic, offset) for topic, number, offset in marker["inputs"] if number == partition]
+            fresh = not own or any(offset > inputs_seen.get((topic, partition), -1) for topic, offset in own)
+            closing = self._closing[partition] = (batch, fresh)
+        held = self._open.pop(partition, None)
+        if not closing[1]:
+            return
+        pending = held.pending if held is not None else PendingLedger(self.reader)
+        tenant = marker["tenant"]
+        if tenant is not None:
+            for event_id, outcome in marker["outcomes"].items():
+                pending.mark_seen(tenant, event_id, outcome)
+            for system, event_kind, detected_at, tx in marker.get("heard", ()):
+                pending.outcomes.append(EventOutcome(tenant, event_kind, system, "applied", detected_at, tx))
+        pending.tx = marker["last_tx"]
+        for topic, number, offset in marker["inputs"]:
+            if number == partition:  # the batch's other partitions are applied at their own markers
+                inputs_seen[(topic, number)] = max(offset, inputs_seen.get((topic, number), -1))
+        commit(pending)
+
+
+def _hold(held: _Open, kind: str | None, record: dict) -> None:
+    """Add one log record to the batch it belongs to."""
+    pending = held.pending
+    if kind == "edge_version":
+        version = decode_logged_version(record)
+        key = (version.tenant, version.edge_id)
+        pending.versions[key] = version
+        if record["appended"]:
+            pending.appended.append(key)
+        if record["closed"]:
+            pending.closed.append(key)
+    elif kind == "entity":
+        pending.add_entity(Entity(**record["entity"]))
+    elif kind == "alias":
+        pending.add_alias(AliasEntry(**record["alias"]))
+    elif kind == "correction":
+        correction = _correction(held.parts, record)
+        if correction is not None:
+            pending.corrections.append(correction)
+    elif kind == "review":
+        pending.review_items.append(ReviewItem(**_without_length(record["item"])))
+    elif kind == "dead_letter":
+        pending.dead_letters.append(DeadLetter(**_without_length(record["letter"])))
+    elif kind == "trace":
+        fields = record["trace"]
+        if fields["edge_ids"] is not None:
+            fields["edge_ids"] = tuple(fields["edge_ids"])
+        pending.traces.append(Trace(**fields))
+    elif kind == "heartbeat":
+        pending.heartbeats.append(Heartbeat(**record["heartbeat"]))
+
+
+def _correction(parts_by_id: dict[str, list[dict]], record: dict) -> Correction | None:
+    """The correction a ``correction`` record carries, once all its parts are in."""
+    parts = record.get("parts")
+    if parts is not None:
+        collected = parts_by_id.setdefault(record["correction_id"], [])
+        if record["part"] not in {part["part"] for part in collected}:
+            collected.append(record)
+        if len(collected) < parts:
+            return None
+        del parts_by_id[record["correction_id"]]
+        collected.sort(key=lambda part: part["part"])
+    else:
+        collected = [record]
+    head = collected[0]
+    return Correction(head["correction_id"], head["tenant"], head["event_id"], parse_micros(head["tx_at"]),
+                      head["cause"], tuple(i for part in collected for i in part["old_edge_ids"]),
+                      tuple(i for part in collected for i in part["new_edge_ids"]))

@@ -88,12 +88,16 @@ class LedgerWorker:
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
         self.heap = SettledHeap()
         self._parked: list[tuple[bytes, tuple[str, str, bytes, int]]] = []
+        self._batch_first: dict[tuple[str, int], int] = {}
+        """The first input offset of each (topic, partition) in the batch being applied."""
+        self._log_partitions = self.config.topics.partitions_for(Topic.EDGE_VERSIONS)
         self._assigned_at = time.monotonic()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
         """Process until ``stop`` is set (or, for tests and backfills, after ``idle_exit_after`` idle seconds)."""
         stop = stop or threading.Event()
+        self._log_partitions = self._partitions_of(self.config.topics.name(Topic.EDGE_VERSIONS))
         self._parked = self.bookkeeping.outbox()
         if self._parked:
             log.info("found %d outbox records a previous run committed but may not have sent: they are "
@@ -118,6 +122,14 @@ class LedgerWorker:
             self.close()
         return self.totals
 
+    def _partitions_of(self, topic: str) -> int:
+        """The topic's partition count as the cluster has it (the configured one if it cannot say):
+        markers are sent to partitions by number, and a topic made elsewhere may have fewer."""
+        metadata = self.consumer.list_topics(topic, timeout=30).topics.get(topic)
+        if metadata is None or metadata.error is not None or not metadata.partitions:
+            return self.config.topics.partitions_for(Topic.EDGE_VERSIONS)
+        return len(metadata.partitions)
+
     def close(self) -> None:
         self.producer.flush(10)
         self.consumer.close()
@@ -132,7 +144,7 @@ class LedgerWorker:
         """
         committed = consumer.committed(partitions, timeout=30)
         behind = self._behind(committed)
-        if self._parked and self._settle_parked(partitions, behind):
+        if self._parked and self._settle_parked(partitions, committed):
             behind = self._behind(committed)
         for partition in behind:
             self._rebuild_partition(partition)
@@ -152,13 +164,19 @@ class LedgerWorker:
             if tp.offset >= 0 and tp.offset - 1 > self.applied_offsets.get((tp.topic, tp.partition), -1)
         })
 
-    def _settle_parked(self, partitions: list[TopicPartition], behind: list[int]) -> bool:
+    def _settle_parked(self, partitions: list[TopicPartition], committed: list[TopicPartition]) -> bool:
         """Re-send the parked outbox if it is still this worker's to send; else discard it with the
-        local state (see the module docstring). True when the state was discarded."""
+        local state (see the module docstring). True when the state was discarded.
+
+        The group commits a batch's offsets only after its records are sent, so while nobody else
+        applied any of the parked batch's inputs, the group's offset of each input partition is at
+        most the first offset the batch consumed there. Past it, another worker applied at least
+        part of the batch: its redo is on the log, and this copy must not follow it."""
         consumed = parked_inputs(record for _, record in self._parked)
         assigned = {(tp.topic, tp.partition) for tp in partitions}
-        overtaken = sorted({partition for _, partition in consumed if partition in behind})
-        missing = sorted(consumed - assigned)
+        group = {(tp.topic, tp.partition): tp.offset for tp in committed}
+        overtaken = sorted({position[1] for position, first in consumed.items() if group.get(position, -1) > first})
+        missing = sorted(set(consumed) - assigned)
         if not overtaken and not missing:
             self._send_outbox()
             return False
@@ -221,6 +239,7 @@ class LedgerWorker:
         """Run the ledger's processor over the batch; the last offset applied per (topic, partition)."""
         pending = PendingLedger(self.store)
         consumed: dict[tuple[str, int], int] = {}
+        first = self._batch_first = {}
         for message in messages:
             error = message.error()
             if error is not None:
@@ -233,6 +252,7 @@ class LedgerWorker:
             self.processor.process(message.value() or b"", pending)
             self.heap.after_event()
             consumed[position] = message.offset()
+            first.setdefault(position, message.offset())
         return pending, consumed
 
     def _commit(self, pending: PendingLedger,
@@ -258,8 +278,7 @@ class LedgerWorker:
     def _outbox(self, pending: PendingLedger, versions: list[EncodedVersion],
                 consumed: dict[tuple[str, int], int], batch_id: str) -> list[OutRecord]:
         """A method of its own (as ``_commit_offsets``) so that a benchmark can time it apart from the commit."""
-        return outbox_for(pending, versions, consumed, batch_id,
-                          self.config.topics.partitions_for(Topic.EDGE_VERSIONS))
+        return outbox_for(pending, versions, consumed, batch_id, self._log_partitions, self._batch_first)
 
     def _observe(self, pending: PendingLedger) -> None:
         for observe in self.observers:
@@ -273,13 +292,14 @@ class LedgerWorker:
         """Replay ``edge-versions[partition]`` into local state, restoring the input offsets it records.
 
         Read until quiet rather than to the high watermark: the embedded broker reports watermarks
-        per record batch. Re-applying a record already present rewrites the same keys.
+        per record batch. The batches this state applied already are read and skipped (``Replay``
+        applies a batch only past the input offsets it starts from, here this state's own).
         """
         log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
         reader = Consumer(consumer_config(self.config.bootstrap, f"{self.config.group_id}-rebuild",
                                           **{"enable.auto.commit": False}))
         reader.assign([TopicPartition(log_topic, partition, OFFSET_BEGINNING)])
-        restored: dict[tuple[str, int], int] = {}
+        restored = {position: offset for position, offset in self.applied_offsets.items() if position[1] == partition}
         replay = Replay(self.store)
 
         def commit(pending: PendingLedger) -> None:
@@ -293,7 +313,7 @@ class LedgerWorker:
                 if message is None:
                     break
                 if not message.error():
-                    records += replay.feed([message.value()], commit, restored)
+                    records += replay.feed([message.value()], commit, restored, partition)
         finally:
             reader.close()
         for position, offset in restored.items():

@@ -33,16 +33,15 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
     log_topic = topics.name(Topic.EDGE_VERSIONS)
     kv = RocksKV(state)
     store, bookkeeping = LedgerStore(kv), PipelineStore(kv)
-    positions = {p: o for (t, p), o in bookkeeping.input_offsets().items() if t == log_topic}
+    stored = bookkeeping.input_offsets()
+    positions = {p: o for (t, p), o in stored.items() if t == log_topic}
+    # The input offsets the replayed batches consumed: a batch at or below them was applied before.
+    inputs_seen = {(t, p): o for (t, p), o in stored.items() if t != log_topic}
     consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}"))
     partitions = consumer.list_topics(log_topic, timeout=30).topics[log_topic].partitions
     consumer.assign([TopicPartition(log_topic, p, positions[p] + 1 if p in positions else OFFSET_BEGINNING)
                      for p in partitions])
     replay = Replay(store)
-    current: dict[int, int] = {}
-
-    def commit(pending: PendingLedger) -> None:
-        store.commit(pending, bookkeeping.offset_puts({(log_topic, p): o for p, o in current.items()}))
 
     applied = 0
     idle_since = time.monotonic()
@@ -56,8 +55,14 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
             if message.error():
                 continue
             idle_since = time.monotonic()
-            current[message.partition()] = message.offset()
-            applied += replay.feed([message.value()], commit, {})
+            partition, offset = message.partition(), message.offset()
+
+            def commit(pending: PendingLedger, partition: int = partition, offset: int = offset) -> None:
+                # Only this partition's position moves, and only at its markers: records another
+                # partition has sent of a batch not yet closed are read again after a restart.
+                store.commit(pending, bookkeeping.offset_puts({(log_topic, partition): offset, **inputs_seen}))
+
+            applied += replay.feed([message.value()], commit, inputs_seen, partition)
     finally:
         consumer.close()
         store.close()

@@ -128,8 +128,10 @@ def test_parked_inputs_are_the_input_partitions_the_parked_batches_consumed() ->
     puts, _ = bookkeeping.outbox_puts(records)
     ledger.kv.write(puts)
     parked = [record for _, record in bookkeeping.outbox()]
-    assert parked_inputs(parked) == {("p.source-changes", 2), ("p.corrections", 0)}
-    assert parked_inputs([]) == set()
+    assert parked_inputs(parked) == {("p.source-changes", 2): 41, ("p.corrections", 0): 7}, "no first: the last"
+    records = outbox_for(pending, [], {("p.source-changes", 2): 41}, "b-2", first={("p.source-changes", 2): 30})
+    assert parked_inputs([(*record[:3], record.partition) for record in records]) == {("p.source-changes", 2): 30}
+    assert parked_inputs([]) == {}
 
 
 def _logged_load(lines: list[bytes]) -> tuple[LedgerStore, list[bytes]]:
@@ -187,9 +189,10 @@ def test_a_correction_split_into_parts_is_replayed_whole(monkeypatch: pytest.Mon
     correction = Correction("c-1", "acme", "ev-1", 5, "revoke", ("e1", "e2", "e3"), ("e4", "e5"))
     records = [orjson.dumps(part) for part in ledger_log.correction_records(correction)]
     assert len(records) == 3
-    replay = Replay(LedgerStore(MemoryKV()))
-    found = [replay._correction(orjson.loads(record)) for record in reversed(records)]
+    parts: dict = {}
+    found = [ledger_log._correction(parts, orjson.loads(record)) for record in [*reversed(records), records[0]]]
     assert found[:2] == [None, None] and found[2] == correction
+    assert found[3] is None and len(parts) == 1, "a part read again after the correction completed starts anew"
 
 
 def test_each_consumed_input_partition_gets_a_marker_in_its_log_partition() -> None:
@@ -206,3 +209,21 @@ def test_each_consumed_input_partition_gets_a_marker_in_its_log_partition() -> N
         assert body["inputs"] == [["p.corrections", 3, 2], ["p.source-changes", 1, 10], ["p.source-changes", 3, 4],
                                   ["p.traces", 7, 0]]
     assert all(r.partition == -1 for r in outbox_for(pending, [], inputs, "b-1")), "no log partitions given: none"
+
+
+def test_a_batch_is_applied_once_whether_resent_or_read_again_over_state_that_holds_it() -> None:
+    from pathlib import Path
+
+    demo = Path(__file__).parents[2] / "streams" / "demo_data" / "acme.jsonl"
+    store, log = _logged_load(demo.read_bytes().splitlines())
+    cut_short = log[:3]  # a send cut short: records of the first batch, no marker
+    rebuilt = LedgerStore(MemoryKV())
+    seen: dict = {}
+    replay = Replay(rebuilt)
+    replay.feed([*cut_short, *log, *log[: len(log) // 2]], lambda pending: rebuilt.commit(pending), seen)
+    again: dict = dict(seen)
+    Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), again)  # a rebuild over it all
+    assert _everything(rebuilt, "acme") == {**_everything(store, "acme"), "dead letters": _everything(
+        rebuilt, "acme")["dead letters"]}
+    assert len(list(rebuilt.dead_letters())) == len([d for d in store.dead_letters() if d.tenant])
+    assert again == seen, "nothing was applied the second time"
