@@ -77,10 +77,12 @@ def bounded_original(original: str | None) -> dict[str, object]:
 
 def _bounded_base64(encoded: str | None) -> dict[str, object]:
     """A dead letter's ``original_base64``, cut to ``ORIGINAL_KEPT`` characters (whole 4-character
-    groups, so what is kept decodes to the first bytes); ``original_truncated`` says whether the text was cut."""
+    groups, so what is kept decodes to the first bytes), and ``original_base64_truncated``: base64
+    is a third longer than the bytes, so it can be cut where the text (``original_truncated``) is not."""
     if encoded is None:
         return {}
-    return {"original_base64": encoded[:ORIGINAL_KEPT - ORIGINAL_KEPT % 4]}
+    kept = ORIGINAL_KEPT - ORIGINAL_KEPT % 4
+    return {"original_base64": encoded[:kept], "original_base64_truncated": len(encoded) > kept}
 
 
 VERSION_LAYOUT = 1
@@ -257,8 +259,10 @@ def _micros(text: str | None) -> int | None:
 
 
 def _without_length(fields: dict) -> dict:
-    """A review item's or dead letter's fields as logged, less what ``bounded_original`` added."""
-    return {key: value for key, value in fields.items() if key not in ("original_length", "original_truncated")}
+    """A review item's or dead letter's fields as logged, less what ``bounded_original`` and
+    ``_bounded_base64`` added."""
+    return {key: value for key, value in fields.items()
+            if key not in ("original_length", "original_truncated", "original_base64_truncated")}
 
 
 @dataclass

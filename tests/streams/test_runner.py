@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from schemas.ontology import default_ontology
+from schemas.slo import default_slo
 from streams import runner
 
 
@@ -26,14 +29,18 @@ def test_worker_processes_take_the_slo_ontology_and_timer(tmp_path: Path, monkey
         return _Finished(command)
 
     monkeypatch.setattr(subprocess, "Popen", popen)
-    shared = [*runner._file_option("--slo", tmp_path / "slo.json"),
-              *runner._file_option("--ontology", tmp_path / "ontology.json"), "--freshness-interval", "2.5"]
-    runner.run_worker_processes(tmp_path, "127.0.0.1:9092", 2, "group", "p.", None, {}, 9108, shared)
+    monkeypatch.setattr(runner, "resolve_bootstrap", lambda bootstrap: (bootstrap, None))
+    monkeypatch.setattr(runner, "ensure_topics", lambda address, topics: None)
+    slo, ontology = tmp_path / "slo.json", tmp_path / "ontology.json"
+    slo.write_text(json.dumps(default_slo().model_dump(mode="json")))
+    ontology.write_text(json.dumps(default_ontology().model_dump(mode="json")))
+    runner.run_pipeline(tmp_path, "127.0.0.1:9092", workers=2, slo_path=slo, freshness_interval=2.5,
+                        ontology_path=ontology)
     assert len(started) == 2
     for index, command in enumerate(started):
         assert command[command.index("--state") + 1] == str(tmp_path / f"worker-{index}")
-        assert command[command.index("--slo") + 1] == str((tmp_path / "slo.json").resolve())
-        assert command[command.index("--ontology") + 1] == str((tmp_path / "ontology.json").resolve())
+        assert command[command.index("--slo") + 1] == str(slo.resolve())
+        assert command[command.index("--ontology") + 1] == str(ontology.resolve())
         assert command[command.index("--freshness-interval") + 1] == "2.5"
 
 
