@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from processors.model import SourceActivity
+from processors.model import SourceActivity, last_heard_tx
 from processors.queries import StaleSources
 from schemas.ontology import Ontology
 from schemas.slo import SloConfig, SourceState, SourceStatus
@@ -110,14 +110,6 @@ class SourceSilence:
     @property
     def state(self) -> SourceState:
         return "stale" if self.stale else "fresh"
-
-
-def last_heard_tx(activity: SourceActivity | None) -> int | None:
-    """Transaction time of the newest change or heartbeat the ledger applied from a source."""
-    if activity is None:
-        return None
-    heard = [tx for tx in (activity.last_change_tx, activity.last_heartbeat_tx) if tx is not None]
-    return max(heard) if heard else None
 
 
 def assess_silence(activity: Mapping[str, SourceActivity], slo: SloConfig, now: int) -> dict[str, SourceSilence]:

@@ -170,6 +170,18 @@ class SourceActivity:
     last_heartbeat_tx: int | None = None
 
 
+def last_heard_tx(activity: SourceActivity | None) -> int | None:
+    """Transaction time of the newest change or heartbeat the ledger applied from a source."""
+    if activity is None:
+        return None
+    change, heartbeat = activity.last_change_tx, activity.last_heartbeat_tx
+    if change is None:
+        return heartbeat
+    if heartbeat is None:
+        return change
+    return max(change, heartbeat)
+
+
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     tenant: str

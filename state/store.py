@@ -59,6 +59,7 @@ from processors.model import (
     ReviewItem,
     SourceActivity,
     Trace,
+    last_heard_tx,
 )
 from processors.pending import PendingLedger
 from state import codec
@@ -111,15 +112,6 @@ def _listing_rows(table: bytes, by_tenant: dict[str, list], order: Callable[[Any
             last_tx = order(entries[-1])[0]
         rows.append((table + pack(tenant, last_tx), encode(entries)))
     return rows
-
-
-def _last_heard(change_tx: int | None, heartbeat_tx: int | None) -> int | None:
-    """``processors.freshness.last_heard_tx`` of an ``L`` row's two transaction times."""
-    if change_tx is None:
-        return heartbeat_tx
-    if heartbeat_tx is None:
-        return change_tx
-    return max(change_tx, heartbeat_tx)
 
 
 class StateFormatError(ValueError):
@@ -362,7 +354,7 @@ class LedgerStore:
         found: dict[str, SourceActivity] = {}
         sought = False
         for system, activity in latest.items():
-            heard = _last_heard(activity.last_change_tx, activity.last_heartbeat_tx)
+            heard = last_heard_tx(activity)
             if heard is None or heard <= known_at:
                 found[system] = activity
                 continue
@@ -391,7 +383,7 @@ class LedgerStore:
                 current = codec.decode_activity(raw) if raw else SourceActivity(*key)
                 row = [current.last_change_detected_at, current.last_change_tx,
                        current.last_heartbeat_detected_at, current.last_heartbeat_tx]
-                heard = _last_heard(current.last_change_tx, current.last_heartbeat_tx)
+                heard = last_heard_tx(current)
                 entries: list[list[int | None]] = [] if heard is None else [[heard, *row]]
                 rows[key] = (row, entries, len(entries))
             else:
