@@ -169,13 +169,17 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
             {"record_id": item.review_id, **kept, "tx_at": format_micros(item.tx_at)})))
         records.append(OutRecord(log, item.tenant, orjson.dumps(
             {"kind": "review", "record_id": f"{item.tenant}/review/{item.review_id}", "item": kept})))
+    marked = sorted({partition for _, partition in inputs if partition < log_partitions})
+    anchor = marked[0] if marked else -1
     for letter in pending.dead_letters:
         record_id = f"{batch_id}/{letter.tx_at}"
         kept = {**asdict(letter), **bounded_original(letter.original), **_bounded_base64(letter.original_base64)}
         records.append(OutRecord(Topic.DEAD_LETTER, letter.tenant or "", orjson.dumps(
             {"record_id": record_id, **kept, "tx_at": format_micros(letter.tx_at)})))
+        # One that names no tenant has no key to place it: it goes where this batch writes a marker.
         records.append(OutRecord(log, letter.tenant or "", orjson.dumps(
-            {"kind": "dead_letter", "record_id": f"{record_id}/log", "letter": kept})))
+            {"kind": "dead_letter", "record_id": f"{record_id}/log", "letter": kept}),
+            -1 if letter.tenant else anchor))
         if letter.tenant:
             tenants.add(letter.tenant)
     for trace in pending.traces:
@@ -204,7 +208,7 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
             {"kind": "batch", "record_id": f"{batch_id}/{tenant}", "batch": batch_id, "tenant": tenant,
              "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
              "inputs": consumed, "from": started, "heard": heard.get(tenant, []), "last_tx": pending.last_tx()})))
-    for partition in sorted({partition for _, partition in inputs if partition < log_partitions}):
+    for partition in marked:
         records.append(OutRecord(Topic.EDGE_VERSIONS, "", orjson.dumps(
             {"kind": "batch", "record_id": f"{batch_id}/partition-{partition}", "batch": batch_id, "tenant": None,
              "outcomes": {}, "inputs": consumed, "from": started, "heard": [], "last_tx": pending.last_tx()}),

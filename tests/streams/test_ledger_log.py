@@ -223,3 +223,14 @@ def test_a_batch_is_applied_once_whether_resent_or_read_again_over_state_that_ho
     Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), again)  # a rebuild over it all
     assert _everything(rebuilt, "acme") == _everything(store, "acme")
     assert again == seen, "nothing was applied the second time"
+
+
+def test_a_dead_letter_without_a_tenant_goes_where_its_batch_writes_a_marker() -> None:
+    pending = PendingLedger(Ledger().store)
+    pending.dead_letters.append(DeadLetter(tx_at=1, stage="decode", reason="malformed JSON", original="{"))
+    pending.dead_letters.append(DeadLetter(tx_at=2, stage="validate", reason="x", original="{}", tenant="acme"))
+    records = outbox_for(pending, [], {("p.source-changes", 2): 5, ("p.source-changes", 1): 3}, "b-1",
+                         log_partitions=4)
+    letters = [r for r in records if r.topic == "edge-versions" and orjson.loads(r.value)["kind"] == "dead_letter"]
+    assert [(r.key, r.partition) for r in letters] == [("", 1), ("acme", -1)]
+    assert 1 in {r.partition for r in records if orjson.loads(r.value).get("kind") == "batch"}
