@@ -94,15 +94,19 @@ _VERSION_FLAGS = {(appended, closed): b',"appended":%s,"closed":%s,"layout":%d,"
     for appended in (False, True) for closed in (False, True)}
 
 
-def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: bytes) -> bytes:
+_UNBATCHED_VERSION = b'{"kind":"edge_version","record_id":'
+
+
+def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: bytes, batch: bytes = b"") -> bytes:
     """The ``edge_version`` record of a version whose stored encoding is ``encoded``: the bytes
     ``orjson.dumps`` gives for {kind, record_id, appended, closed, layout, version}, without decoding or
     encoding the version again. Speed: re-shaping each version as the contract's edge (five
     instants formatted as text, a nested object) took 13 of a worker's 69 µs of main-thread time
-    per event (200k events); the log's readers decode it back to the same ``EdgeVersion`` either way."""
+    per event (200k events); the log's readers decode it back to the same ``EdgeVersion`` either way.
+    ``batch``: the batch id as JSON (``orjson.dumps``), written as the record's ``batch``."""
     record_id = f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
-    return b"".join((b'{"kind":"edge_version","record_id":', orjson.dumps(record_id),
-                     _VERSION_FLAGS[appended, closed], encoded, b"}"))
+    head = b'{"kind":"edge_version","batch":' + batch + b',"record_id":' if batch else _UNBATCHED_VERSION
+    return b"".join((head, orjson.dumps(record_id), _VERSION_FLAGS[appended, closed], encoded, b"}"))
 
 
 CORRECTION_IDS_PER_RECORD = 100_000
@@ -141,34 +145,36 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     records: list[OutRecord] = []
     tenants: set[str] = set()
     log = Topic.EDGE_VERSIONS
+    batch = orjson.dumps(batch_id)
     for version, is_new, closed_now, encoded in versions:
         tenants.add(version.tenant)
-        records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now, encoded)))
+        records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now, encoded, batch)))
     for entity in pending.entities.values():
         tenants.add(entity.tenant)
         records.append(OutRecord(Topic.EDGE_VERSIONS, entity.tenant, orjson.dumps(
-            {"kind": "entity", "record_id": f"{entity.tenant}/entity/{entity.entity_id}/{entity.name}",
-             "entity": entity._asdict()})))
+            {"kind": "entity", "batch": batch_id,
+             "record_id": f"{entity.tenant}/entity/{entity.entity_id}/{entity.name}", "entity": entity._asdict()})))
     for alias in pending.aliases:
         tenants.add(alias.tenant)
         # Speed: the fields by hand; ``asdict`` deep-copies and cost 15 µs an alias (0.3 per event here).
         records.append(OutRecord(Topic.EDGE_VERSIONS, alias.tenant, orjson.dumps(
-            {"kind": "alias", "record_id": f"{alias.tenant}/alias/{alias.normalised}/{alias.entity_id}",
+            {"kind": "alias", "batch": batch_id,
+             "record_id": f"{alias.tenant}/alias/{alias.normalised}/{alias.entity_id}",
              "alias": {"tenant": alias.tenant, "normalised": alias.normalised, "entity_id": alias.entity_id,
                        "tx_from": alias.tx_from}})))
     for correction in pending.corrections:
         tenants.add(correction.tenant)
         for part in correction_records(correction):
-            value = orjson.dumps(part)
-            records.append(OutRecord(Topic.EDGE_CORRECTIONS, correction.tenant, value))
-            records.append(OutRecord(log, correction.tenant, value))  # its kind is "correction" already
+            records.append(OutRecord(Topic.EDGE_CORRECTIONS, correction.tenant, orjson.dumps(part)))
+            records.append(OutRecord(log, correction.tenant, orjson.dumps({**part, "batch": batch_id})))
     for item in pending.review_items:
         tenants.add(item.tenant)
         kept = {**asdict(item), **bounded_original(item.original)}
         records.append(OutRecord(Topic.REVIEW_QUEUE, item.tenant, orjson.dumps(
             {"record_id": item.review_id, **kept, "tx_at": format_micros(item.tx_at)})))
         records.append(OutRecord(log, item.tenant, orjson.dumps(
-            {"kind": "review", "record_id": f"{item.tenant}/review/{item.review_id}", "item": kept})))
+            {"kind": "review", "batch": batch_id, "record_id": f"{item.tenant}/review/{item.review_id}",
+             "item": kept})))
     marked = sorted({partition for _, partition in inputs if partition < log_partitions})
     anchor = marked[0] if marked else -1
     for letter in pending.dead_letters:
@@ -178,18 +184,19 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
             {"record_id": record_id, **kept, "tx_at": format_micros(letter.tx_at)})))
         # One that names no tenant has no key to place it: it goes where this batch writes a marker.
         records.append(OutRecord(log, letter.tenant or "", orjson.dumps(
-            {"kind": "dead_letter", "record_id": f"{record_id}/log", "letter": kept}),
+            {"kind": "dead_letter", "batch": batch_id, "record_id": f"{record_id}/log", "letter": kept}),
             -1 if letter.tenant else anchor))
         if letter.tenant:
             tenants.add(letter.tenant)
     for trace in pending.traces:
         tenants.add(trace.tenant)
         records.append(OutRecord(log, trace.tenant, orjson.dumps(
-            {"kind": "trace", "record_id": f"{trace.tenant}/trace/{trace.trace_id}", "trace": asdict(trace)})))
+            {"kind": "trace", "batch": batch_id, "record_id": f"{trace.tenant}/trace/{trace.trace_id}",
+             "trace": asdict(trace)})))
     for beat in pending.heartbeats:
         tenants.add(beat.tenant)
         records.append(OutRecord(log, beat.tenant, orjson.dumps(
-            {"kind": "heartbeat", "record_id": f"{beat.tenant}/heartbeat/{beat.system}/{beat.tx_at}",
+            {"kind": "heartbeat", "batch": batch_id, "record_id": f"{beat.tenant}/heartbeat/{beat.system}/{beat.tx_at}",
              "heartbeat": asdict(beat)})))
     heard: dict[str, list[list]] = {}
     for outcome in pending.outcomes:
@@ -219,13 +226,14 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
 def parked_inputs(records: Iterable[tuple[str, str, bytes, int]]) -> dict[tuple[str, int], int]:
     """The input (topic, partition)s that the batches of parked outbox ``(topic, key, value, partition)``
     records consumed, each with the first offset consumed there, as their ``batch`` markers on
-    ``edge-versions`` say. A marker written before markers named it (no ``from``) gives its last
-    offset there instead (the first is not known): only a redo that reached it is then seen."""
+    ``edge-versions`` say. A marker written before markers named it (no ``from``) gives -1 there:
+    the first is not known, so any progress of the group counts as past it."""
     consumed: dict[tuple[str, int], int] = {}
     for topic, _, value, _ in records:
         if topic == Topic.EDGE_VERSIONS and value.startswith(b'{"kind":"batch"'):
             marker = orjson.loads(value)
-            for name, partition, offset in marker.get("from") or marker["inputs"]:
+            started = marker.get("from") or [[name, partition, -1] for name, partition, _ in marker["inputs"]]
+            for name, partition, offset in started:
                 key = (str(name), int(partition))
                 consumed[key] = min(int(offset), consumed.get(key, int(offset)))
     return consumed
@@ -274,6 +282,8 @@ class _Open:
     """What one log partition has sent of the batch now being read: held until its marker."""
 
     pending: PendingLedger
+    batch: str | None = None
+    """The batch its records name (records of logs written before they named one: None)."""
     record_ids: set[str] = field(default_factory=set)
     parts: dict[str, list[dict]] = field(default_factory=dict)
     """The parts of a correction split over several records (``correction_records``), by correction id."""
@@ -283,18 +293,22 @@ class _Open:
 class Replay:
     """Rebuilds ledger state from ``edge-versions`` records, one committed batch at a time.
 
-    Each log partition's records are held until the batch marker that closes them, and a batch is
-    applied once: a marker whose inputs on its own partition number are all at or below what was
-    applied already (``inputs_seen``) closes a batch applied before, re-sent after a crash or read
-    again by a rebuild over state that holds it, and its records are dropped. ``inputs_seen`` moves
-    for an input partition at the markers in the log partition of the same number (a tenant's
-    events and its log records share the number). Within a batch a record id counts once (a send
-    cut short, then the whole batch re-sent)."""
+    Each log partition's records are held until a batch marker closes them, and a batch is applied
+    once. A marker whose inputs on its own partition number are all at or below what was applied
+    already (``inputs_seen``) closes a batch applied before (re-sent after a crash, or read again by
+    a rebuild over state that holds it): its records are dropped. ``inputs_seen`` moves for an input
+    partition at the batch's last marker in the log partition of the same number, the one without a
+    tenant, so the batch's tenant markers before it are each applied once, also across a restart
+    between them (a tenant's events and its log records share the partition number). A marker seen
+    again before that (a send cut short, then re-sent) is dropped, and records of another batch than
+    the held ones (the rest of a send cut short) discard what is held. Within a batch a record id
+    counts once. Markers of logs written before markers named their batch move ``inputs_seen`` at
+    once and are always applied, as then."""
 
     reader: LedgerReader
     _open: dict[int, _Open] = field(default_factory=dict)
-    _closing: dict[int, tuple[str, bool]] = field(default_factory=dict)
-    """Per log partition: the batch whose markers are being read, and whether it is applied."""
+    _applied: dict[int, set[str]] = field(default_factory=dict)
+    """Per log partition: the markers applied since ``inputs_seen`` last moved there."""
 
     def feed(self, values: Iterable[bytes], commit, inputs_seen: dict[tuple[str, int], int],
              partition: int = 0) -> int:
@@ -310,8 +324,9 @@ class Replay:
                 self._close(record, commit, inputs_seen, partition)
                 continue
             held = self._open.get(partition)
-            if held is None:
-                held = self._open[partition] = _Open(PendingLedger(self.reader))
+            batch = record.get("batch")
+            if held is None or (batch is not None and held.batch is not None and held.batch != batch):
+                held = self._open[partition] = _Open(PendingLedger(self.reader), batch)
             record_id = record.get("record_id")
             if record_id is not None:
                 if record_id in held.record_ids:
@@ -321,26 +336,28 @@ class Replay:
         return count
 
     def _close(self, marker: dict, commit, inputs_seen: dict[tuple[str, int], int], partition: int) -> None:
-        batch = marker.get("batch") or str(marker["record_id"]).split("/", 1)[0]
-        closing = self._closing.get(partition)
-        if closing is None or closing[0] != batch:
-            own = [(topic, offset) for topic, number, offset in marker["inputs"] if number == partition]
-            fresh = not own or any(offset > inputs_seen.get((topic, partition), -1) for topic, offset in own)
-            closing = self._closing[partition] = (batch, fresh)
+        batch, tenant = marker.get("batch"), marker["tenant"]
         held = self._open.pop(partition, None)
-        if not closing[1]:
+        if held is not None and batch is not None and held.batch not in (None, batch):
+            held = None  # the rest of another batch's send, cut short
+        applied = self._applied.setdefault(partition, set())
+        own = [(topic, offset) for topic, number, offset in marker["inputs"] if number == partition]
+        fresh = not own or any(offset > inputs_seen.get((topic, partition), -1) for topic, offset in own)
+        if batch is not None and (not fresh or marker["record_id"] in applied):
             return
         pending = held.pending if held is not None else PendingLedger(self.reader)
-        tenant = marker["tenant"]
         if tenant is not None:
             for event_id, outcome in marker["outcomes"].items():
                 pending.mark_seen(tenant, event_id, outcome)
             for system, event_kind, detected_at, tx in marker.get("heard", ()):
                 pending.outcomes.append(EventOutcome(tenant, event_kind, system, "applied", detected_at, tx))
         pending.tx = marker["last_tx"]
-        for topic, number, offset in marker["inputs"]:
-            if number == partition:  # the batch's other partitions are applied at their own markers
-                inputs_seen[(topic, number)] = max(offset, inputs_seen.get((topic, number), -1))
+        if batch is None or tenant is None:  # the batch's last marker here (or a log of before)
+            for topic, offset in own:
+                inputs_seen[(topic, partition)] = max(offset, inputs_seen.get((topic, partition), -1))
+            applied.clear()
+        else:
+            applied.add(marker["record_id"])
         commit(pending)
 
 

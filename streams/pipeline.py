@@ -145,7 +145,9 @@ class LedgerWorker:
         committed = consumer.committed(partitions, timeout=30)
         behind = self._behind(committed)
         if self._parked and self._settle_parked(partitions, committed):
-            behind = self._behind(committed)
+            # Discarded: every assigned partition is rebuilt, also one the group has no offset for,
+            # whose batches may be on the log all the same (their offsets' commit was lost).
+            behind = sorted({tp.partition for tp in partitions})
         for partition in behind:
             self._rebuild_partition(partition)
         for tp in partitions:
