@@ -71,6 +71,25 @@ class QueryRequest:
         return params
 
 
+def unknown_relationships(label: str, relationships: Iterable[str], ontology: Ontology,
+                          one: bool = False) -> str | None:
+    """Why ``relationships`` (those of an ``edges`` list, or with ``one`` the one a reader named) cannot
+    be read with ``ontology``, as ``"{label}: unknown relationship(s) ...; one of: ..."``; None if all
+    are known. The CLI and the HTTP API refuse a request with it before reading anything."""
+    unknown = sorted(set(relationships) - set(ontology.relationships))
+    if not unknown:
+        return None
+    named = f"relationship {unknown[0]!r}" if one else f"relationship(s) {', '.join(unknown)}"
+    return f"{label}: unknown {named}; one of: {', '.join(ontology.relationships)}"
+
+
+def reversed_window(start: int, end: int | None, start_label: str, end_label: str) -> str | None:
+    """Why a ``changed-between`` window [start, end) is refused, or None: it must not be empty."""
+    if end is not None and end <= start:
+        return f"{start_label} must be before {end_label}: the window is [{start_label}, {end_label})"
+    return None
+
+
 def parse_edge_allowlist(text: str) -> tuple[tuple[str, Direction], ...]:
     """``depends_on:in,owned_by:out`` -> ((depends_on, in), (owned_by, out)); a bare rel means both ways."""
     allowed: list[tuple[str, Direction]] = []

@@ -16,7 +16,14 @@ from pydantic import ValidationError
 from processors.batch import BATCH_EVENTS
 from processors.freshness import stale_sources_for_queries
 from processors.model import EdgeVersion
-from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edge_allowlist
+from processors.queries import (
+    QUERY_NAMES,
+    QueryEngine,
+    QueryRequest,
+    parse_edge_allowlist,
+    reversed_window,
+    unknown_relationships,
+)
 from processors.traversal import Limits, PlanRefused
 from schemas.config_files import validation_summary
 from schemas.ontology import Ontology, default_ontology, load_ontology
@@ -135,15 +142,14 @@ def query(
     known = _instant(known_at, "--known-at")
     window_from = _instant(changed_from, "--from") if changed_from else None
     window_to = _instant(changed_to, "--to") if changed_to else None
-    if window_from is not None and window_to is not None and window_to <= window_from:
-        raise CliError("--from must be before --to: the window is [--from, --to)")
+    if window_from is not None and (refused := reversed_window(window_from, window_to, "--from", "--to")):
+        raise CliError(refused)
     ontology = _ontology(ontology_file)
-    limits = slo_or_default(slo)
+    slos = slo_or_default(slo)
     allowlist = parse_edge_allowlist(edges) if edges else ()
-    unknown = sorted({rel for rel, _ in allowlist} - set(ontology.relationships))
-    if unknown:
-        raise CliError(f"--edges: unknown relationship(s) {', '.join(unknown)}; one of: "
-                       f"{', '.join(ontology.relationships)}{_default_ontology_hint(ontology_file)}")
+    refused = unknown_relationships("--edges", (rel for rel, _ in allowlist), ontology)
+    if refused:
+        raise CliError(refused + _default_ontology_hint(ontology_file))
     request = QueryRequest(
         name=name,
         tenant=tenant,
@@ -160,7 +166,7 @@ def query(
     )
     with reading(state) as store:
         # Judged at --known-at on the activity recorded by then: a past answer's coverage reproduces.
-        stale = stale_sources_for_queries(ontology, limits, store.source_activity)
+        stale = stale_sources_for_queries(ontology, slos, store.source_activity)
         result = QueryEngine(store, ontology, stale_sources=stale).run(request)
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
@@ -181,9 +187,8 @@ def history(
 ) -> None:
     """Every version of every edge at an entity, with both intervals."""
     ontology = _ontology(ontology_file)
-    if rel is not None and rel not in ontology.relationships:
-        raise CliError(f"--rel: unknown relationship {rel!r}; one of: {', '.join(ontology.relationships)}"
-                       f"{_default_ontology_hint(ontology_file)}")
+    if rel is not None and (refused := unknown_relationships("--rel", [rel], ontology, one=True)):
+        raise CliError(refused + _default_ontology_hint(ontology_file))
     known = _instant(known_at, "--known-at")
     valid = _instant(valid_at, "--valid-at") if valid_at else None
     with reading(state) as store:
@@ -376,11 +381,11 @@ def serve(
             check_topic_name(topic_prefix + Topic.CACHE_INVALIDATIONS)
         except ValueError as error:
             raise CliError(f"--topic-prefix: {error}") from None
-    limits = slo_or_default(slo)
+    slos = slo_or_default(slo)
     ontology = _ontology(ontology_file)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        serve_http(state, host=host, port=port, slo=limits, ontology=ontology,
+        serve_http(state, host=host, port=port, slo=slos, ontology=ontology,
                    bootstrap=bootstrap.strip() if bootstrap is not None else None, topic_prefix=topic_prefix,
                    max_cache_entries=cache_entries, memory_cache_entries=cache_memory_entries)
     except PublisherSetupError as error:

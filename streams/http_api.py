@@ -33,7 +33,15 @@ from pydantic.json_schema import SkipJsonSchema
 
 from processors.cache import CachedQueryEngine, CacheStatus
 from processors.freshness import stale_sources_for_queries
-from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, parse_edge_allowlist
+from processors.queries import (
+    QueryEngine,
+    QueryRequest,
+    StaleSources,
+    no_stale_sources,
+    parse_edge_allowlist,
+    reversed_window,
+    unknown_relationships,
+)
 from processors.traversal import Limits, PlanRefused
 from schemas.cache import CacheInvalidation
 from schemas.ontology import Ontology, default_ontology
@@ -272,9 +280,8 @@ class LedgerService:
         return result, status
 
     def history(self, tenant: str, params: HistoryParams) -> HistoryResult:
-        if params.rel is not None and params.rel not in self.ontology.relationships:
-            raise BadRequest(f"rel: unknown relationship {params.rel!r}; one of: "
-                             f"{', '.join(self.ontology.relationships)}")
+        if params.rel is not None and (refused := unknown_relationships("rel", [params.rel], self.ontology, one=True)):
+            raise BadRequest(refused)
         now = self.wall_clock()
         known_at = instant(params.known_at, "known_at", now)
         valid_at = instant(params.valid_at, "valid_at", now) if params.valid_at is not None else None
@@ -321,15 +328,15 @@ def build_request(name: str, tenant: str, params: Params, ontology: Ontology,
             options["edges"] = parse_edge_allowlist(params.edges)
         except ValueError as error:
             raise BadRequest(f"edges: {error}") from None
-        unknown = sorted({rel for rel, _ in options["edges"]} - set(ontology.relationships))
-        if unknown:
-            raise BadRequest(f"edges: unknown relationship(s) {', '.join(unknown)}; one of: "
-                             f"{', '.join(ontology.relationships)}")
+        refused = unknown_relationships("edges", (rel for rel, _ in options["edges"]), ontology)
+        if refused:
+            raise BadRequest(refused)
     if isinstance(params, ChangedParams):
         options["changed_from"] = instant(params.from_, "from", now)
         options["changed_to"] = instant(params.to, "to", now) if params.to is not None else None
-        if options["changed_to"] is not None and options["changed_to"] <= options["changed_from"]:
-            raise BadRequest("from must be before to: the window is [from, to)")
+        refused = reversed_window(options["changed_from"], options["changed_to"], "from", "to")
+        if refused:
+            raise BadRequest(refused)
         options["axis"] = params.axis
     return QueryRequest(
         name=name,
