@@ -48,6 +48,17 @@ class EdgeVersion(NamedTuple):
     def known_at(self, known_at: int) -> bool:
         return self.tx_from <= known_at and (self.tx_to is None or known_at < self.tx_to)
 
+    def closed_as_known_at(self, known_at: int) -> int | None:
+        """``tx_to`` as the ledger knew it at ``known_at``: a closing recorded later had not happened."""
+        tx_to = self.tx_to
+        return tx_to if tx_to is not None and tx_to <= known_at else None
+
+    def as_known_at(self, known_at: int) -> EdgeVersion | None:
+        """The version as the ledger held it at ``known_at``; None if it was recorded after."""
+        if self.tx_from > known_at:
+            return None
+        return self if self.closed_as_known_at(known_at) == self.tx_to else self._replace(tx_to=None)
+
     def valid_at(self, valid_at: int) -> bool:
         return (self.valid_from is None or self.valid_from <= valid_at) and (
             self.valid_to is None or valid_at < self.valid_to

@@ -190,9 +190,7 @@ def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int, *
 def edge_json(version: EdgeVersion, known_at: int | None = None, evidence: bool = True) -> dict[str, Any]:
     """The contract's edge shape as plain JSON; ``known_at`` hides a closing that happened after it.
     The one definition of that shape, which results wrap."""
-    tx_to = version.tx_to
-    if known_at is not None and tx_to is not None and tx_to > known_at:
-        tx_to = None
+    tx_to = version.tx_to if known_at is None else version.closed_as_known_at(known_at)
     return {
         "edge_id": version.edge_id, "tenant": version.tenant, "src": version.src, "rel": version.rel,
         "dst": version.dst, "valid_from": format_micros(version.valid_from),

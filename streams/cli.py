@@ -253,11 +253,8 @@ def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None
     with reading(state) as store:
 
         def version_as_known(edge_id: str) -> EdgeVersion | None:
-            """The version as the ledger held it at --known-at: a closing recorded later had not happened."""
             version = store.version(tenant, edge_id)
-            if version is None or version.tx_from > known:
-                return None
-            return version if version.tx_to is None or version.tx_to <= known else version._replace(tx_to=None)
+            return version.as_known_at(known) if version is not None else None
 
         recorded = (trace for trace in store.traces(tenant) if trace.tx_at <= known)
         found = affected_traces(recorded, version_as_known, QueryEngine(store, _ontology(ontology_file)))

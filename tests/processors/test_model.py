@@ -35,3 +35,16 @@ def test_fields_of_a_validated_model_are_its_attributes_defaults_included() -> N
             assert fields_of(model) == {name: getattr(model, name) for name in type(model).model_fields}
             checked += 1
     assert checked == 12  # 4 events, 2 sources, an assertion, a retraction and their 4 mentions
+
+
+def test_a_version_as_known_at_hides_a_closing_recorded_later_and_is_not_there_before_it() -> None:
+    from processors.model import EdgeVersion
+
+    closed = EdgeVersion(edge_id="e1", tenant="acme", src="Service:cmdb:S1", rel="owned_by", dst="Team:hr:T1",
+                         valid_from=None, valid_to=None, tx_from=10, tx_to=20, authority="cmdb", source_record=None,
+                         source_version=None, evidence="", confidence=None, origin="e1", supersedes=(),
+                         event_id="ev-1", detected_at=None)
+    assert closed.as_known_at(9) is None
+    assert closed.as_known_at(15) == closed._replace(tx_to=None) and closed.closed_as_known_at(15) is None
+    assert closed.as_known_at(20) is closed and closed.closed_as_known_at(20) == 20
+    assert closed._replace(tx_to=None).as_known_at(30).tx_to is None
