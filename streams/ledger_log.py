@@ -169,22 +169,24 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
             records.append(OutRecord(log, correction.tenant, orjson.dumps({**part, "batch": batch_id})))
     for item in pending.review_items:
         tenants.add(item.tenant)
-        kept = {**asdict(item), **bounded_original(item.original)}
+        fields, bounded = asdict(item), bounded_original(item.original)
         records.append(OutRecord(Topic.REVIEW_QUEUE, item.tenant, orjson.dumps(
-            {"record_id": item.review_id, **kept, "tx_at": format_micros(item.tx_at)})))
-        records.append(OutRecord(log, item.tenant, orjson.dumps(
+            {"record_id": item.review_id, **fields, "tx_at": format_micros(item.tx_at), **bounded})))
+        records.append(OutRecord(log, item.tenant, orjson.dumps(  # the item's own fields: Replay rebuilds it
             {"kind": "review", "batch": batch_id, "record_id": f"{item.tenant}/review/{item.review_id}",
-             "item": kept})))
+             "item": {**fields, "original": bounded["original"]}})))
     marked = sorted({partition for _, partition in inputs if partition < log_partitions})
     anchor = marked[0] if marked else -1
     for letter in pending.dead_letters:
         record_id = f"{batch_id}/{letter.tx_at}"
-        kept = {**asdict(letter), **bounded_original(letter.original), **_bounded_base64(letter.original_base64)}
+        fields = asdict(letter)
+        bounded, raw = bounded_original(letter.original), _bounded_base64(letter.original_base64)
         records.append(OutRecord(Topic.DEAD_LETTER, letter.tenant or "", orjson.dumps(
-            {"record_id": record_id, **kept, "tx_at": format_micros(letter.tx_at)})))
+            {"record_id": record_id, **fields, "tx_at": format_micros(letter.tx_at), **bounded, **raw})))
         # One that names no tenant has no key to place it: it goes where this batch writes a marker.
         records.append(OutRecord(log, letter.tenant or "", orjson.dumps(
-            {"kind": "dead_letter", "batch": batch_id, "record_id": f"{record_id}/log", "letter": kept}),
+            {"kind": "dead_letter", "batch": batch_id, "record_id": f"{record_id}/log",
+             "letter": {**fields, "original": bounded["original"], "original_base64": raw.get("original_base64")}}),
             -1 if letter.tenant else anchor))
         if letter.tenant:
             tenants.add(letter.tenant)
@@ -268,13 +270,6 @@ def _from_edge_shape(data: dict) -> EdgeVersion:
 
 def _micros(text: str | None) -> int | None:
     return parse_micros(text) if text is not None else None
-
-
-def _without_length(fields: dict) -> dict:
-    """A review item's or dead letter's fields as logged, less what ``bounded_original`` and
-    ``_bounded_base64`` added."""
-    return {key: value for key, value in fields.items()
-            if key not in ("original_length", "original_truncated", "original_base64_truncated")}
 
 
 @dataclass
@@ -381,9 +376,9 @@ def _hold(held: _Open, kind: str | None, record: dict) -> None:
         if correction is not None:
             pending.corrections.append(correction)
     elif kind == "review":
-        pending.review_items.append(ReviewItem(**_without_length(record["item"])))
+        pending.review_items.append(ReviewItem(**record["item"]))
     elif kind == "dead_letter":
-        pending.dead_letters.append(DeadLetter(**_without_length(record["letter"])))
+        pending.dead_letters.append(DeadLetter(**record["letter"]))
     elif kind == "trace":
         fields = record["trace"]
         if fields["edge_ids"] is not None:
