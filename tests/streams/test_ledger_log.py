@@ -21,6 +21,7 @@ from streams.ledger_log import (
     decode_logged_version,
     outbox_for,
     parked_inputs,
+    version_head,
     version_record,
 )
 from tests.harness import Ledger
@@ -49,6 +50,8 @@ def test_a_version_record_carries_the_stored_row_and_reads_back_as_the_same_vers
                                         "appended": appended, "closed": closed, "layout": VERSION_LAYOUT,
                                         "version": list(version)})
             assert decode_logged_version(record) == version
+            in_batch = version_record(version, appended, closed, stored, version_head('b-"1'))
+            assert orjson.loads(in_batch) == {**orjson.loads(raw), "batch": 'b-"1'}
 
 
 def test_a_record_id_with_characters_json_escapes_is_still_valid_json() -> None:
