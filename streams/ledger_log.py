@@ -149,7 +149,11 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     each log partition whose input partition the batch consumed: a batch that applied nothing there
     (only dead letters of events that named no tenant, say) still records its input offsets where a
     rebuild of that partition reads them. Markers name the last input offset of each (topic,
-    partition) the batch consumed (``inputs``) and, given ``first``, the first (``from``)."""
+    partition) the batch consumed (``inputs``) and, given ``first``, the first (``from``).
+
+    Each tenant's records come right before its marker, so on any log partition the records a
+    marker closes (``Replay``) are its own tenant's: a send cut short after one tenant's marker
+    leaves that tenant's part of the batch whole on the log, and none of the next's applied."""
     records: list[OutRecord] = []
     tenants: set[str] = set()
     log = Topic.EDGE_VERSIONS
@@ -220,17 +224,24 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
         tenants.add(tenant)
     consumed = [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())]
     started = [[topic, partition, offset] for (topic, partition), offset in sorted((first or {}).items())]
+    by_tenant: dict[str, list[OutRecord]] = {}
+    for record in records:  # every record is keyed by its tenant ("": a dead letter that names none)
+        by_tenant.setdefault(record.key, []).append(record)
+    ordered: list[OutRecord] = []
     for tenant in sorted(tenants):
-        records.append(OutRecord(Topic.EDGE_VERSIONS, tenant, orjson.dumps(
+        ordered += by_tenant.pop(tenant, ())
+        ordered.append(OutRecord(Topic.EDGE_VERSIONS, tenant, orjson.dumps(
             {"kind": "batch", "record_id": f"{batch_id}/{tenant}", "batch": batch_id, "tenant": tenant,
              "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
              "inputs": consumed, "from": started, "heard": heard.get(tenant, []), "last_tx": pending.last_tx()})))
+    for rest in by_tenant.values():
+        ordered += rest
     for partition in marked:
-        records.append(OutRecord(Topic.EDGE_VERSIONS, "", orjson.dumps(
+        ordered.append(OutRecord(Topic.EDGE_VERSIONS, "", orjson.dumps(
             {"kind": "batch", "record_id": f"{batch_id}/partition-{partition}", "batch": batch_id, "tenant": None,
              "outcomes": {}, "inputs": consumed, "from": started, "heard": [], "last_tx": pending.last_tx()}),
             partition))
-    return records
+    return ordered
 
 
 def parked_inputs(records: Iterable[tuple[str, str, bytes, int]]) -> dict[tuple[str, int], int]:
