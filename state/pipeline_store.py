@@ -1,9 +1,11 @@
 """Worker bookkeeping kept in the ledger's own RocksDB, written in the same batch as the state:
-the input offsets consumed (``G``) and the outbox of records still to be sent (``W``)."""
+the input offsets consumed (``G``) and the outbox of records still to be sent (``W``); and the
+state's lineage, which names this state in the group's offset commits."""
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 
 from state.keys import pack, unpack
@@ -12,6 +14,7 @@ from state.kv import OrderedKV
 OFFSET = b"G"
 OUTBOX = b"W"
 _OUTBOX_SEQUENCE = b"M" + pack("outbox_seq")
+_LINEAGE = b"M" + pack("lineage")
 _FRAME = struct.Struct(">HHIi")
 """Outbox frame header: the sizes of topic, key and value, and the partition (-1: the key's)."""
 _FRAMED_WITH_PARTITION = b"\xfe\x02"
@@ -29,10 +32,21 @@ class PipelineStore:
         self.kv = kv
         raw = kv.get(_OUTBOX_SEQUENCE)
         self._sequence = int(raw) if raw else 0
+        stored = kv.get(_LINEAGE)
+        self.lineage = stored.decode() if stored else self._new_lineage()
 
     def reset(self) -> None:
-        """Forget the outbox sequence, after the KV it lives in was cleared (``LedgerStore.reset``)."""
+        """Forget the outbox sequence, after the KV it lives in was cleared (``LedgerStore.reset``), and
+        start a new lineage: what this state was is gone."""
         self._sequence = 0
+        self.lineage = self._new_lineage()
+
+    def _new_lineage(self) -> str:
+        """A name for this state, kept as long as the state is: the worker claims its partitions in
+        this name (``streams.claims``), so that any other state's claim shows another worker took one over."""
+        lineage = uuid.uuid4().hex
+        self.kv.write([(_LINEAGE, lineage.encode())])
+        return lineage
 
     def input_offsets(self) -> dict[tuple[str, int], int]:
         """The last offset applied, per input (topic, partition)."""

@@ -8,10 +8,13 @@ its stored offset, so every input is applied once and every output is sent at le
 stable ``record_id`` that consumers de-duplicate on.
 
 A parked outbox is re-sent only once this worker is assigned every input partition it consumed and
-no other worker has gone past this state on any of them. Otherwise another worker may have redone
-that batch from the log (with its own transaction times), and what is parked, and the local state
-that holds it, contradict the log: the worker then discards both and rebuilds its partitions from
-the log, and their owners apply those inputs again.
+no other worker has owned any of them since. Otherwise another worker may have redone that batch
+from the log (with its own transaction times), and what is parked, and the local state that holds
+it, contradict the log: the worker then discards both and rebuilds its partitions from the log, and
+their owners apply those inputs again. Who owned a partition since shows on ``partition-claims``:
+at every assignment, before it sends anything processed from them, a worker claims its input
+partitions there in the name of its state's lineage (``streams.claims``). So a redo cut short by a
+second crash, which never committed its offsets, still shows, by its claim.
 
 The hot path is a confluent-kafka batch loop: measured here, a faust-streaming agent tops out near
 5,000 events/s while this loop does the same work at several times that.
@@ -36,6 +39,7 @@ from schemas.ontology import Ontology, default_ontology
 from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
 from state.store import EncodedVersion, LedgerStore
+from streams.claims import claim_partitions, latest_claims
 from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
 from streams.ledger_log import OutRecord, Replay, outbox_for, parked_inputs
@@ -46,6 +50,9 @@ log = logging.getLogger(__name__)
 
 #: Failpoint for crash tests: die (as from kill -9) after committing batch N but before sending it.
 FAILPOINT_CRASH_AFTER_COMMIT = "EDGELEDGER_FAILPOINT_CRASH_AFTER_COMMIT"
+#: Failpoint for crash tests: die while sending batch N, once its records up to its first tenant's
+#: marker are delivered (one tenant's part of the batch is whole on the log, the others' are not).
+FAILPOINT_CRASH_MID_SEND = "EDGELEDGER_FAILPOINT_CRASH_MID_SEND"
 CRASH_EXIT_CODE = 137
 
 CommitObserver = Callable[[PendingLedger], None]
@@ -86,6 +93,7 @@ class LedgerWorker:
         self.lag_interval = lag_interval
         self._lag_due = time.monotonic()
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
+        self._crash_mid_send = int(os.environ.get(FAILPOINT_CRASH_MID_SEND, "0") or 0)
         self.heap = SettledHeap()
         self._parked: list[tuple[bytes, tuple[str, str, bytes, int]]] = []
         self._batch_first: dict[tuple[str, int], int] = {}
@@ -154,6 +162,8 @@ class LedgerWorker:
             applied = self.applied_offsets.get((tp.topic, tp.partition))
             tp.offset = applied + 1 if applied is not None else OFFSET_BEGINNING
             self.assigned.add((tp.topic, tp.partition))
+        claim_partitions(self.producer, self.config.topics, self.config.group_id,
+                         sorted({tp.partition for tp in partitions}), self.bookkeeping.lineage, self.config.worker_id)
         consumer.assign(partitions)
         self._assigned_at = time.monotonic()
         log.info("worker %s assigned %s", self.config.worker_id,
@@ -170,21 +180,24 @@ class LedgerWorker:
         """Re-send the parked outbox if it is still this worker's to send; else discard it with the
         local state (see the module docstring). True when the state was discarded.
 
-        The group commits a batch's offsets only after its records are sent, so while nobody else
-        applied any of the parked batch's inputs, the group's offset of each input partition is at
-        most the first offset the batch consumed there. Past it, another worker applied at least
-        part of the batch: its redo is on the log, and this copy must not follow it."""
+        It is this worker's while each input partition the batch consumed is assigned here and was
+        claimed last by this state: any other state that took the partition over claimed it before
+        sending a record, so its redo, whole or cut short, is on the log, and this copy must not
+        follow it. A partition with no claim (none yet, or expired) counts as another's. The group's
+        offset past the batch's first offset there tells the same, and is kept as a check."""
         consumed = parked_inputs(record for _, record in self._parked)
         assigned = {(tp.topic, tp.partition) for tp in partitions}
         group = {(tp.topic, tp.partition): tp.offset for tp in committed}
-        overtaken = sorted({position[1] for position, first in consumed.items() if group.get(position, -1) > first})
+        claims = latest_claims(self.config.bootstrap, self.config.topics, self.config.group_id)
+        overtaken = sorted({position[1] for position, first in consumed.items()
+                            if group.get(position, -1) > first or claims.get(position[1]) != self.bookkeeping.lineage})
         missing = sorted(set(consumed) - assigned)
         if not overtaken and not missing:
             self._send_outbox()
             return False
         log.warning("worker %s discards its local state and %d parked outbox records: %s; it rebuilds its "
                     "partitions from the log", self.config.worker_id, len(self._parked),
-                    f"another worker went past it on partition(s) {overtaken}" if overtaken
+                    f"another worker owned partition(s) {overtaken} since" if overtaken
                     else f"input partition(s) {missing} it consumed are assigned elsewhere")
         self.store.reset()
         self.bookkeeping.reset()
@@ -228,6 +241,9 @@ class LedgerWorker:
         records, outbox_keys = self._commit(pending, consumed)
         self._observe(pending)
         if self._batches == self._crash_after_commit:
+            os._exit(CRASH_EXIT_CODE)
+        if self._batches == self._crash_mid_send:
+            self._send(through_first_marker(records))
             os._exit(CRASH_EXIT_CODE)
         self._send(records)
         self.bookkeeping.trim(outbox_keys)
@@ -334,3 +350,12 @@ class LedgerWorker:
     def _send(self, records: list[OutRecord]) -> None:
         name = self.config.topics.name
         deliver(self.producer, ((name(r.topic), r.key.encode(), r.value, r.partition) for r in records), 30)
+
+
+def through_first_marker(records: list[OutRecord]) -> list[OutRecord]:
+    """A send cut short, for ``FAILPOINT_CRASH_MID_SEND``: the records up to and including the first
+    batch marker on the log (all of them if there is none)."""
+    for index, record in enumerate(records):
+        if record.topic == Topic.EDGE_VERSIONS and record.value.startswith(b'{"kind":"batch"'):
+            return records[:index + 1]
+    return records

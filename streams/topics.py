@@ -35,6 +35,8 @@ class Topic(StrEnum):
     SOURCE_HEARTBEATS = "source-heartbeats"
     SOURCE_STATUS = "source-status"
     DEAD_LETTER = "dead-letter"
+    PARTITION_CLAIMS = "partition-claims"
+    """Internal: which ledger state took each input partition over last (``streams.claims``)."""
 
 
 LOGICAL_TOPICS: tuple[str, ...] = tuple(t.value for t in Topic)

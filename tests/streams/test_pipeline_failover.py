@@ -24,11 +24,12 @@ from processors.freshness import stale_sources_for_queries
 from processors.queries import QueryEngine, QueryRequest
 from schemas.ontology import default_ontology
 from schemas.slo import default_slo
+from state import codec
 from state.kv import RocksKV
 from state.open import reading
 from streams.broker import EmbeddedBroker
 from streams.ledger_files import load_into, wall_clock_micros
-from streams.pipeline import CRASH_EXIT_CODE, FAILPOINT_CRASH_AFTER_COMMIT
+from streams.pipeline import CRASH_EXIT_CODE, FAILPOINT_CRASH_AFTER_COMMIT, FAILPOINT_CRASH_MID_SEND
 from streams.produce import produce_files
 from streams.replica import run_replica
 from streams.topics import Topic, TopicSettings, ensure_topics
@@ -152,6 +153,24 @@ def state_difference(state: Path, expected: Path) -> str:
     return "; ".join(f"{len(found)} {kind} (e.g. {found[0][:4]})" for kind, found in kinds.items())
 
 
+def stale_adjacency(state: Path) -> list[str]:
+    """Adjacency rows (both ends of every version, keyed by its ``tx_from``) that are not the stored
+    version as it is: what a second copy of a batch leaves behind, applied with other transaction times."""
+    kv = RocksKV(state, read_only=True)
+    try:
+        stored = {(v.tenant, v.edge_id): v for v in (codec.decode_version(value) for _, value in kv.scan(b"V"))}
+        ends = Counter()
+        found = []
+        for _, value in kv.scan(b"A"):
+            version = codec.decode_version(value)
+            ends[(version.tenant, version.edge_id)] += 1
+            if stored.get((version.tenant, version.edge_id)) != version:
+                found.append(f"{version.tenant} {version.edge_id} at tx {version.tx_from}")
+    finally:
+        kv.close()
+    return found + [f"{key} has {count} adjacency rows" for key, count in ends.items() if count != 2]
+
+
 def double_owners(state: Path, services: list[tuple[str, str]], at: int) -> list[str]:
     """Of ``services`` ((tenant, entity) pairs), those whose owners-of answer at ``at`` has two owners
     from one source system (owned_by is one at a time), with their owners per source."""
@@ -261,6 +280,48 @@ def test_a_batch_redone_by_another_worker_is_not_resent_over_it(kafka_broker: Em
     assert versions == dict.fromkeys(holders, "same"), (
         f"each holds load's edge versions (the replica: a replay of the whole log); owners-of: {double_owned}")
     assert double_owned == {name: [] for name in holders}, "owned_by is one at a time: one owner per source"
+    assert {name: stale_adjacency(tmp_path / name)[:3] for name in holders} == {name: [] for name in holders}
+
+
+def crash_at(failpoint: str, state: Path, bootstrap: str, topics: TopicSettings, group: str) -> None:
+    """A worker that dies at ``failpoint`` in its first batch, as from kill -9."""
+    os.environ[failpoint] = "1"
+    try:
+        worker = start_worker(state, bootstrap, topics, group)
+        _, err = finish(worker, 120)
+    finally:
+        del os.environ[failpoint]
+    assert worker.returncode == CRASH_EXIT_CODE, err
+
+
+def test_a_redo_cut_short_keeps_the_batch_it_redid_from_being_resent(kafka_broker: EmbeddedBroker,
+                                                                     topics: TopicSettings, tmp_path: Path) -> None:
+    """A commits its first batch and dies before sending it. B takes over, redoes that batch and dies
+    while sending it: one tenant's part of the redo is whole on the log, the rest is not, and B
+    never commits offsets, so the group's offset says nothing happened. A comes back with its batch
+    still parked; re-sent, that batch would be applied over B's whole part. B's claim on the
+    partitions tells A, which discards its state and rebuilds from the log instead."""
+    bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
+    write_events(events, 100)
+    load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
+    produce_files([events], bootstrap, topics, progress=False)
+
+    crash_at(FAILPOINT_CRASH_AFTER_COMMIT, tmp_path / "A", bootstrap, topics, "g-cut-short")
+    crash_at(FAILPOINT_CRASH_MID_SEND, tmp_path / "B", bootstrap, topics, "g-cut-short")
+    markers = [record for record in read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS))
+               if record.get("kind") == "batch"]
+    assert [marker["tenant"] for marker in markers][:1] == [TENANTS[0]] and len(markers) == 1, (
+        "B's redo is cut short after its first tenant's marker")
+
+    run_until_idle(tmp_path / "A", bootstrap, topics, "g-cut-short", idle=4)
+    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    holders = ("A", "replica")
+    versions = {name: state_difference(tmp_path / name, tmp_path / "load") for name in holders}
+    services = most_reowned_services(tmp_path / "load")
+    double_owned = {name: double_owners(tmp_path / name, services, wall_clock_micros()) for name in holders}
+    assert versions == dict.fromkeys(holders, "same"), f"each holds load's edge versions; owners-of: {double_owned}"
+    assert double_owned == {name: [] for name in holders}, "owned_by is one at a time: one owner per source"
+    assert {name: stale_adjacency(tmp_path / name)[:3] for name in holders} == {name: [] for name in holders}
 
 
 def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroker, topics: TopicSettings,
