@@ -37,6 +37,8 @@ _SCRUBBED_ENV = (
     "STORAGE_ENGINE",
     "SCHEMA_REGISTRY",
     "OTEL_EXPORTER_OTLP_ENDPOINT",
+    # An allocator preloaded for edgeledger (``./dev`` preloads tcmalloc) is for our processes, not the broker's.
+    "LD_PRELOAD",
 )
 
 

