@@ -138,6 +138,12 @@ class LedgerStore:
         self._too_wide: dict[tuple[str, str, str], None] = {}
         self._parts: dict[str, bytes] = {}
         """Key parts encoded once: ``_parts["acme"] == pack("acme")`` (tenants, relationships, source systems)."""
+        self._read_persisted()
+
+    def _read_persisted(self) -> None:
+        """The state's format (refused unless this edgeledger reads it), its last transaction time and
+        its dead-letter sequence, as the KV holds them."""
+        kv = self.kv
         stored_format = kv.get(_FORMAT)
         found = stored_format or (FORMAT_VERSION if self._holds_no_versions() else b"1")  # format 1 recorded none
         if found != FORMAT_VERSION:
@@ -165,9 +171,7 @@ class LedgerStore:
         self.kv.clear()
         self._drop_caches()
         self._parts.clear()
-        self._format_recorded = False
-        self._last_tx = NO_TRANSACTION
-        self._dead_letter_seq = 0
+        self._read_persisted()
 
     # -- LedgerReader -------------------------------------------------------------------------------------
     def _scan_versions(self, prefix: bytes,
