@@ -227,15 +227,18 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     by_tenant: dict[str, list[OutRecord]] = {}
     for record in records:  # every record is keyed by its tenant ("": a dead letter that names none)
         by_tenant.setdefault(record.key, []).append(record)
-    ordered: list[OutRecord] = []
+    # Records of no tenant's (dead letters that name none) go before the marker without a tenant
+    # that closes them or, where the batch writes none, before the first tenant's marker.
+    untenanted = [record for key, group in by_tenant.items() if key not in tenants for record in group]
+    ordered: list[OutRecord] = [] if marked else untenanted
     for tenant in sorted(tenants):
-        ordered += by_tenant.pop(tenant, ())
+        ordered += by_tenant.get(tenant, ())
         ordered.append(OutRecord(Topic.EDGE_VERSIONS, tenant, orjson.dumps(
             {"kind": "batch", "record_id": f"{batch_id}/{tenant}", "batch": batch_id, "tenant": tenant,
              "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
              "inputs": consumed, "from": started, "heard": heard.get(tenant, []), "last_tx": pending.last_tx()})))
-    for rest in by_tenant.values():
-        ordered += rest
+    if marked:
+        ordered += untenanted
     for partition in marked:
         ordered.append(OutRecord(Topic.EDGE_VERSIONS, "", orjson.dumps(
             {"kind": "batch", "record_id": f"{batch_id}/partition-{partition}", "batch": batch_id, "tenant": None,

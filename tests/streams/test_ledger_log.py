@@ -239,6 +239,17 @@ def test_a_dead_letter_without_a_tenant_goes_where_its_batch_writes_a_marker() -
     assert 1 in {r.partition for r in records if orjson.loads(r.value).get("kind") == "batch"}
 
 
+def test_with_no_marker_without_a_tenant_a_dead_letter_naming_none_comes_before_the_first_marker() -> None:
+    """No consumed input partition has a log partition of its number (a log with fewer partitions):
+    no marker without a tenant closes such a letter, so the first tenant's marker must."""
+    pending = PendingLedger(Ledger().store)
+    pending.dead_letters.append(DeadLetter(tx_at=1, stage="decode", reason="malformed JSON", original="{"))
+    pending.dead_letters.append(DeadLetter(tx_at=2, stage="validate", reason="x", original="{}", tenant="acme"))
+    kinds = [(r.key, orjson.loads(r.value).get("kind")) for r in outbox_for(pending, [], {("in", 5): 3}, "b-1", 4)
+             if r.topic == "edge-versions"]
+    assert kinds == [("", "dead_letter"), ("acme", "dead_letter"), ("acme", "batch")]
+
+
 def _two_tenant_log() -> tuple[LedgerStore, list[bytes]]:
     from pathlib import Path
 
