@@ -1,6 +1,6 @@
 """Worker bookkeeping kept in the ledger's own RocksDB, written in the same batch as the state:
 the input offsets consumed (``G``) and the outbox of records still to be sent (``W``); and the
-state's lineage, which names this state in the group's offset commits."""
+state's lineage, the name this state claims partitions in (``streams.claims``)."""
 
 from __future__ import annotations
 

@@ -8,13 +8,16 @@ another claim there means another worker took the partition over since, and may 
 of that batch, whole or cut short, that the group's offsets do not show.
 
 Claims are keyed by group and partition number, so each key's claims stay in order on one
-partition of the topic; a reader takes the last one per key. The group's offset commits would be
-the natural place for this (their metadata), but the embedded broker does not keep commit metadata.
+partition of the topic; a reader takes the last one per key. The topic is compacted and kept
+forever: only each key's last claim matters, and an expired one would be no claim at all. The
+group's offset commits would be the natural place for this (their metadata), but the embedded
+broker does not keep commit metadata.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -53,22 +56,41 @@ def last_claims(values: list[bytes], group: str) -> dict[int, str]:
     return latest
 
 
-def latest_claims(bootstrap: str, topics: TopicSettings, group: str, quiet_for: float = 1.0) -> dict[int, str]:
-    """``last_claims`` of the whole ``partition-claims`` topic, read until quiet (the embedded broker's
-    watermarks count record batches, not records, so they cannot bound the read)."""
+def latest_claims(producer: Producer, bootstrap: str, topics: TopicSettings, group: str,
+                  timeout: float = 30) -> dict[int, str]:
+    """``last_claims`` of the whole ``partition-claims`` topic as it is now.
+
+    Read up to a probe record this call sends to each partition first, so that the read ends at
+    what the broker held when it began: neither early (a claim not yet fetched would be missed)
+    nor late (the embedded broker's watermarks count record batches, so they cannot bound it).
+    Raises if the topic is missing or a probe does not come back within ``timeout``."""
     name = topics.name(Topic.PARTITION_CLAIMS)
     reader = Consumer(consumer_config(bootstrap, f"{group}-claims", **{"enable.auto.commit": False}))
     values: list[bytes] = []
     try:
-        metadata = reader.list_topics(name, timeout=30).topics.get(name)
-        numbers = sorted(metadata.partitions) if metadata is not None and metadata.partitions else [0]
+        metadata = reader.list_topics(name, timeout=timeout).topics.get(name)
+        if metadata is None or metadata.error is not None or not metadata.partitions:
+            raise RuntimeError(f"topic {name} is missing ({metadata.error if metadata else 'not in the cluster'}): "
+                               "create it (edgeledger run does) before running a worker")
+        numbers = sorted(metadata.partitions)
+        probe = uuid.uuid4().hex
+        deliver(producer, ((name, f"probe/{group}".encode(), orjson.dumps({"probe": probe}), number)
+                           for number in numbers), timeout)
         reader.assign([TopicPartition(name, number, OFFSET_BEGINNING) for number in numbers])
-        while True:
-            message = reader.poll(quiet_for)
-            if message is None:
-                break
-            if not message.error() and message.value():
-                values.append(message.value())
+        waiting, deadline = set(numbers), time.monotonic() + timeout
+        while waiting:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the claims read of {name} did not reach its probe on partition(s) "
+                                   f"{sorted(waiting)} within {timeout} s")
+            message = reader.poll(0.2)
+            if message is None or message.error() or not message.value():
+                continue
+            value = message.value()
+            if value.startswith(b'{"probe":'):
+                if orjson.loads(value)["probe"] == probe:
+                    waiting.discard(message.partition())
+                continue
+            values.append(value)
     finally:
         reader.close()
     return last_claims(values, group)

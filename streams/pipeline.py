@@ -53,6 +53,8 @@ FAILPOINT_CRASH_AFTER_COMMIT = "EDGELEDGER_FAILPOINT_CRASH_AFTER_COMMIT"
 #: Failpoint for crash tests: die while sending batch N, once its records up to its first tenant's
 #: marker are delivered (one tenant's part of the batch is whole on the log, the others' are not).
 FAILPOINT_CRASH_MID_SEND = "EDGELEDGER_FAILPOINT_CRASH_MID_SEND"
+#: Failpoint for crash tests: die once batch N is sent, before the group commits its offsets.
+FAILPOINT_CRASH_AFTER_SEND = "EDGELEDGER_FAILPOINT_CRASH_AFTER_SEND"
 CRASH_EXIT_CODE = 137
 
 CommitObserver = Callable[[PendingLedger], None]
@@ -94,6 +96,7 @@ class LedgerWorker:
         self._lag_due = time.monotonic()
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
         self._crash_mid_send = int(os.environ.get(FAILPOINT_CRASH_MID_SEND, "0") or 0)
+        self._crash_after_send = int(os.environ.get(FAILPOINT_CRASH_AFTER_SEND, "0") or 0)
         self.heap = SettledHeap()
         self._parked: list[tuple[bytes, tuple[str, str, bytes, int]]] = []
         self._batch_first: dict[tuple[str, int], int] = {}
@@ -148,11 +151,14 @@ class LedgerWorker:
         """Resume each partition right after the last offset this state applied (not the group's).
 
         When the group committed further than this state applied (another worker owned the
-        partition meanwhile, or this disk was lost), first rebuild it from the ``edge-versions`` log.
+        partition meanwhile, or this disk was lost), or another state claimed it since this one did
+        (another worker owned it and may have sent batches whose offsets it never committed), first
+        rebuild it from the ``edge-versions`` log: the batches this state applied are skipped there.
         """
         committed = consumer.committed(partitions, timeout=30)
-        behind = self._behind(committed)
-        if self._parked and self._settle_parked(partitions, committed):
+        claims = latest_claims(self.producer, self.config.bootstrap, self.config.topics, self.config.group_id)
+        behind = self._behind(committed, claims)
+        if self._parked and self._settle_parked(partitions, committed, claims):
             # Discarded: every assigned partition is rebuilt, also one the group has no offset for,
             # whose batches may be on the log all the same (their offsets' commit was lost).
             behind = sorted({tp.partition for tp in partitions})
@@ -169,14 +175,19 @@ class LedgerWorker:
         log.info("worker %s assigned %s", self.config.worker_id,
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions))
 
-    def _behind(self, committed: list[TopicPartition]) -> list[int]:
-        """Partitions whose group offset is past what this state applied: another worker owned them."""
+    def _behind(self, committed: list[TopicPartition], claims: dict[int, str]) -> list[int]:
+        """Partitions another worker owned since this state did: the group's offset is past what this
+        state applied, or another state claimed the partition last. A partition nobody claimed yet
+        (claims began with session 12) is judged by the offsets alone."""
+        lineage = self.bookkeeping.lineage
         return sorted({
             tp.partition for tp in committed
-            if tp.offset >= 0 and tp.offset - 1 > self.applied_offsets.get((tp.topic, tp.partition), -1)
+            if (tp.offset >= 0 and tp.offset - 1 > self.applied_offsets.get((tp.topic, tp.partition), -1))
+            or claims.get(tp.partition, lineage) != lineage
         })
 
-    def _settle_parked(self, partitions: list[TopicPartition], committed: list[TopicPartition]) -> bool:
+    def _settle_parked(self, partitions: list[TopicPartition], committed: list[TopicPartition],
+                       claims: dict[int, str]) -> bool:
         """Re-send the parked outbox if it is still this worker's to send; else discard it with the
         local state (see the module docstring). True when the state was discarded.
 
@@ -188,7 +199,6 @@ class LedgerWorker:
         consumed = parked_inputs(record for _, record in self._parked)
         assigned = {(tp.topic, tp.partition) for tp in partitions}
         group = {(tp.topic, tp.partition): tp.offset for tp in committed}
-        claims = latest_claims(self.config.bootstrap, self.config.topics, self.config.group_id)
         overtaken = sorted({position[1] for position, first in consumed.items()
                             if group.get(position, -1) > first or claims.get(position[1]) != self.bookkeeping.lineage})
         missing = sorted(set(consumed) - assigned)
@@ -246,6 +256,8 @@ class LedgerWorker:
             self._send(through_first_marker(records))
             os._exit(CRASH_EXIT_CODE)
         self._send(records)
+        if self._batches == self._crash_after_send:
+            os._exit(CRASH_EXIT_CODE)
         self.bookkeeping.trim(outbox_keys)
         self._commit_offsets(consumed)
         return len(consumed)

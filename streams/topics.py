@@ -49,10 +49,14 @@ INPUT_TOPICS: tuple[str, ...] = (
 # Keyed, high-volume topics get 4 partitions (co-partitioned: same key, same count); the rest 1.
 _WIDE_TOPICS = frozenset({*INPUT_TOPICS, Topic.EDGE_VERSIONS, Topic.EDGE_CORRECTIONS})
 DEFAULT_PARTITIONS: Mapping[str, int] = MappingProxyType({t: 4 if t in _WIDE_TOPICS else 1 for t in LOGICAL_TOPICS})
-# The event-sourced edge log is the system of record: keep it forever (-1); everything else a week.
+# The event-sourced edge log is the system of record: keep it forever (-1), and the partition
+# claims too (compacted: each key's last claim is what counts); everything else a week.
+_KEPT_FOREVER = frozenset({Topic.EDGE_VERSIONS, Topic.PARTITION_CLAIMS})
 DEFAULT_RETENTION_MS: Mapping[str, int] = MappingProxyType(
-    {t: -1 if t == Topic.EDGE_VERSIONS else SEVEN_DAYS_MS for t in LOGICAL_TOPICS}
+    {t: -1 if t in _KEPT_FOREVER else SEVEN_DAYS_MS for t in LOGICAL_TOPICS}
 )
+COMPACTED_TOPICS = frozenset({Topic.PARTITION_CLAIMS})
+"""Topics whose cleanup policy is ``compact`` whatever ``TopicSettings.cleanup_policy`` says."""
 
 
 def _check_logical(logical: str) -> str:
@@ -106,7 +110,8 @@ class TopicSettings:
 
     def topic_config(self, logical: str) -> dict[str, str]:
         """Explicit topic configs sent at creation (the embedded broker reports only these)."""
-        return {"retention.ms": str(self.retention_for(logical)), "cleanup.policy": self.cleanup_policy,
+        policy = "compact" if logical in COMPACTED_TOPICS else self.cleanup_policy
+        return {"retention.ms": str(self.retention_for(logical)), "cleanup.policy": policy,
                 "max.message.bytes": str(MAX_RECORD_BYTES)}
 
     def new_topics(self) -> list[NewTopic]:

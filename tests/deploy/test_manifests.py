@@ -35,6 +35,7 @@ def test_topics_manifest_matches_the_code() -> None:
         assert spec["partitions"] == settings.partitions_for(logical)
         assert int(spec["config"]["retention.ms"]) == settings.retention_for(logical)
         assert spec["config"]["max.message.bytes"] == settings.topic_config(logical)["max.message.bytes"]
+        assert spec["config"]["cleanup.policy"] == settings.topic_config(logical)["cleanup.policy"]
 
 
 def test_every_command_is_a_real_cli_command_with_the_default_prefix() -> None:

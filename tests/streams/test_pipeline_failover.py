@@ -29,7 +29,12 @@ from state.kv import RocksKV
 from state.open import reading
 from streams.broker import EmbeddedBroker
 from streams.ledger_files import load_into, wall_clock_micros
-from streams.pipeline import CRASH_EXIT_CODE, FAILPOINT_CRASH_AFTER_COMMIT, FAILPOINT_CRASH_MID_SEND
+from streams.pipeline import (
+    CRASH_EXIT_CODE,
+    FAILPOINT_CRASH_AFTER_COMMIT,
+    FAILPOINT_CRASH_AFTER_SEND,
+    FAILPOINT_CRASH_MID_SEND,
+)
 from streams.produce import produce_files
 from streams.replica import run_replica
 from streams.topics import Topic, TopicSettings, ensure_topics
@@ -151,6 +156,15 @@ def state_difference(state: Path, expected: Path) -> str:
             kind = "different"
         kinds.setdefault(kind, []).append(mine or theirs)
     return "; ".join(f"{len(found)} {kind} (e.g. {found[0][:4]})" for kind, found in kinds.items())
+
+
+def stored_versions(state: Path) -> dict[bytes, bytes]:
+    """Every ``V`` row as stored, transaction times included."""
+    kv = RocksKV(state, read_only=True)
+    try:
+        return dict(kv.scan(b"V"))
+    finally:
+        kv.close()
 
 
 def stale_adjacency(state: Path) -> list[str]:
@@ -322,6 +336,33 @@ def test_a_redo_cut_short_keeps_the_batch_it_redid_from_being_resent(kafka_broke
     assert versions == dict.fromkeys(holders, "same"), f"each holds load's edge versions; owners-of: {double_owned}"
     assert double_owned == {name: [] for name in holders}, "owned_by is one at a time: one owner per source"
     assert {name: stale_adjacency(tmp_path / name)[:3] for name in holders} == {name: [] for name in holders}
+
+
+def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_broker: EmbeddedBroker,
+                                                                      topics: TopicSettings, tmp_path: Path) -> None:
+    """A applies the first part and stops. B takes the partitions over, applies the second part,
+    sends it and dies before the group commits its offsets. A comes back: by the group's offsets it
+    is not behind, but B's claim says another state owned the partitions since, so A rebuilds them
+    from the log (taking B's batch) rather than applying the second part again over it."""
+    bootstrap = kafka_broker.bootstrap
+    write_events(tmp_path / "part1.jsonl", 150)
+    write_events(tmp_path / "part2.jsonl", 100, seed=10, id_prefix="later")
+    load_into(tmp_path / "load", [tmp_path / "part1.jsonl", tmp_path / "part2.jsonl"], simulated_clock=False,
+              ontology_path=None)
+
+    produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
+    run_until_idle(tmp_path / "A", bootstrap, topics, "g-uncommitted", idle=3)
+    produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
+    crash_at(FAILPOINT_CRASH_AFTER_SEND, tmp_path / "B", bootstrap, topics, "g-uncommitted")
+
+    run_until_idle(tmp_path / "A", bootstrap, topics, "g-uncommitted", idle=3)
+    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    holders = ("A", "replica")
+    versions = {name: state_difference(tmp_path / name, tmp_path / "load") for name in holders}
+    assert versions == dict.fromkeys(holders, "same"), "each holds load's edge versions"
+    assert {name: stale_adjacency(tmp_path / name)[:3] for name in holders} == {name: [] for name in holders}
+    assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
+        "A holds the versions as the log has them, with B's transaction times, not a redo of its own")
 
 
 def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroker, topics: TopicSettings,
