@@ -227,8 +227,8 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     by_tenant: dict[str, list[OutRecord]] = {}
     for record in records:  # every record is keyed by its tenant ("": a dead letter that names none)
         by_tenant.setdefault(record.key, []).append(record)
-    # Records of no tenant's (dead letters that name none) go before the marker without a tenant
-    # that closes them or, where the batch writes none, before the first tenant's marker.
+    # Records of no tenant (dead letters that name none) go before the marker without a tenant that
+    # closes them or, where the batch writes none, before the first tenant's marker.
     untenanted = [record for key, group in by_tenant.items() if key not in tenants for record in group]
     ordered: list[OutRecord] = [] if marked else untenanted
     for tenant in sorted(tenants):

@@ -194,7 +194,7 @@ class LedgerWorker:
         It is this worker's while each input partition the batch consumed is assigned here and was
         claimed last by this state: any other state that took the partition over claimed it before
         sending a record, so its redo, whole or cut short, is on the log, and this copy must not
-        follow it. A partition with no claim (none yet, or expired) counts as another's. The group's
+        follow it. A partition with no claim (none yet: claims began with session 12) counts as another's. The group's
         offset past the batch's first offset there tells the same, and is kept as a check."""
         consumed = parked_inputs(record for _, record in self._parked)
         assigned = {(tp.topic, tp.partition) for tp in partitions}
