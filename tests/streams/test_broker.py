@@ -68,7 +68,7 @@ def test_broker_answers_and_listens_only_on_loopback(kafka_broker: EmbeddedBroke
 
 
 @pytest.mark.integration
-def test_ensure_topics_creates_all_twelve_with_configs_and_is_idempotent(kafka_broker: EmbeddedBroker) -> None:
+def test_ensure_topics_creates_every_topic_with_its_configs_and_is_idempotent(kafka_broker: EmbeddedBroker) -> None:
     settings = _fresh_settings()
     admin = _admin(kafka_broker.bootstrap)
     expected = [settings.name(t) for t in LOGICAL_TOPICS]
@@ -82,9 +82,10 @@ def test_ensure_topics_creates_all_twelve_with_configs_and_is_idempotent(kafka_b
     resources = [ConfigResource(ConfigResource.Type.TOPIC, settings.name(t)) for t in LOGICAL_TOPICS]
     for resource, future in admin.describe_configs(resources).items():
         config = {k: v.value for k, v in future.result(timeout=5).items()}
-        keep_forever = resource.name == settings.name(Topic.EDGE_VERSIONS)
+        keep_forever = resource.name in {settings.name(Topic.EDGE_VERSIONS), settings.name(Topic.PARTITION_CLAIMS)}
         assert config["retention.ms"] == str(-1 if keep_forever else SEVEN_DAYS_MS)
-        assert config["cleanup.policy"] == "delete"
+        compacted = resource.name == settings.name(Topic.PARTITION_CLAIMS)  # only each key's last claim counts
+        assert config["cleanup.policy"] == ("compact" if compacted else "delete")
 
     assert ensure_topics(kafka_broker.bootstrap, settings) == []  # second call, bootstrap string form
     after = admin.list_topics(timeout=5).topics
