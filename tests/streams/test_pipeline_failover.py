@@ -272,13 +272,7 @@ def test_a_batch_redone_by_another_worker_is_not_resent_over_it(kafka_broker: Em
     load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
     produce_files([events], bootstrap, topics, progress=False)
 
-    os.environ[FAILPOINT_CRASH_AFTER_COMMIT] = "1"
-    try:
-        crashing = start_worker(tmp_path / "A", bootstrap, topics, "g-redone")
-        finish(crashing, 120)
-    finally:
-        del os.environ[FAILPOINT_CRASH_AFTER_COMMIT]
-    assert crashing.returncode == CRASH_EXIT_CODE
+    crash_at(FAILPOINT_CRASH_AFTER_COMMIT, tmp_path / "A", bootstrap, topics, "g-redone")
     assert 0 < count_rows(tmp_path / "A", b"I") <= produced, "A died after committing (part of) the stream"
 
     taking_over = run_until_idle(tmp_path / "B", bootstrap, topics, "g-redone", idle=5)
