@@ -238,6 +238,11 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     return ordered
 
 
+def is_marker(value: bytes) -> bool:
+    """Whether a log record's bytes are a ``batch`` marker's (as ``outbox_for`` writes them), without decoding."""
+    return value.startswith(b'{"kind":"batch"')
+
+
 def parked_inputs(records: Iterable[tuple[str, str, bytes, int]]) -> dict[tuple[str, int], int]:
     """The input (topic, partition)s that the batches of parked outbox ``(topic, key, value, partition)``
     records consumed, each with the first offset consumed there, as their ``batch`` markers on
@@ -245,7 +250,7 @@ def parked_inputs(records: Iterable[tuple[str, str, bytes, int]]) -> dict[tuple[
     the first is not known, so any progress of the group counts as past it."""
     consumed: dict[tuple[str, int], int] = {}
     for topic, _, value, _ in records:
-        if topic == Topic.EDGE_VERSIONS and value.startswith(b'{"kind":"batch"'):
+        if topic == Topic.EDGE_VERSIONS and is_marker(value):
             marker = orjson.loads(value)
             started = marker.get("from") or [[name, partition, -1] for name, partition, _ in marker["inputs"]]
             for name, partition, offset in started:

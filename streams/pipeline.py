@@ -42,7 +42,7 @@ from state.store import EncodedVersion, LedgerStore
 from streams.claims import claim_partitions, latest_claims
 from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
-from streams.ledger_log import OutRecord, Replay, outbox_for, parked_inputs
+from streams.ledger_log import OutRecord, Replay, is_marker, outbox_for, parked_inputs
 from streams.produce import deliver, delivery_producer
 from streams.topics import INPUT_TOPICS, Topic, TopicSettings
 
@@ -368,6 +368,6 @@ def through_first_marker(records: list[OutRecord]) -> list[OutRecord]:
     """A send cut short, for ``FAILPOINT_CRASH_MID_SEND``: the records up to and including the first
     batch marker on the log (all of them if there is none)."""
     for index, record in enumerate(records):
-        if record.topic == Topic.EDGE_VERSIONS and record.value.startswith(b'{"kind":"batch"'):
+        if record.topic == Topic.EDGE_VERSIONS and is_marker(record.value):
             return records[:index + 1]
     return records
