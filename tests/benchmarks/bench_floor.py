@@ -92,8 +92,8 @@ def version_rows(event: ChangeEvent, tenant: bytes, tx: int,
         edge, rel, recorded = pack(edge_id), pack(item.rel), encode_int(tx) + pack(edge_id)
         appended.append((tx, "a", edge_id))
         rows += [(b"V" + tenant + edge, value),
-                 (b"A" + tenant + pack(src) + rel + pack("o") + recorded, value),
-                 (b"A" + tenant + pack(dst) + rel + pack("i") + recorded, value),
+                 (b"A" + tenant + pack(src) + rel + pack("o") + recorded, b""),
+                 (b"A" + tenant + pack(dst) + rel + pack("i") + recorded, b""),
                  (b"B" + tenant + pack(source.system, source.record or "") + edge, value)]
     return rows
 

@@ -227,11 +227,13 @@ class DuckdbTraversals:
 
 class RocksScanTraversals:
     """The floor under edgeledger's storage: the same node-level search as networkx, straight over the
-    ledger's ``A`` (adjacency) prefix scans, reading only the clock fields of each stored value.
+    ledger's ``A`` (adjacency) prefix scans and the ``V`` row each key indexes, reading only the clock
+    fields of each stored value.
 
-    It relies on today's layout (``A`` + pack(tenant, node, rel, o|i) keys, ``state.codec``'s JSON array
-    with edge_id, tenant, src, rel, dst, valid_from, valid_to, tx_from, tx_to first); ``create`` checks
-    that against the codec and the store and returns ``None`` when it no longer holds."""
+    It relies on today's layout (``A`` + pack(tenant, node, rel, o|i) + encode_int(tx_from) +
+    encode_str(edge_id) keys with empty values, ``V`` + pack(tenant, edge_id) rows, ``state.codec``'s
+    JSON array with edge_id, tenant, src, rel, dst, valid_from, valid_to, tx_from, tx_to first);
+    ``create`` checks that against the codec and the store and returns ``None`` when it no longer holds."""
 
     def __init__(self, reader: LedgerStore) -> None:
         self.kv = reader.kv
@@ -242,7 +244,7 @@ class RocksScanTraversals:
         for row in rows[:: max(1, len(rows) // 50)][:50]:
             _, src, rel, _ = row[:4]
             stored = reader.adjacent(TENANT, src, rel, "out")
-            raw = [value for _, value in engine.kv.scan(b"A" + pack(TENANT, src, rel, "o"))]
+            raw = list(engine.versions(b"A" + pack(TENANT, src, rel, "o")))
             if len(raw) != len(stored):
                 return None, "the adjacency key layout changed"
             for value, version in zip(raw, stored, strict=True):
@@ -254,12 +256,22 @@ class RocksScanTraversals:
                     return None, "the stored value layout changed"
         return engine, "ok"
 
+    def versions(self, prefix: bytes) -> Iterator[bytes]:
+        """The stored versions an adjacency prefix indexes: each key ends with a 9-byte tx_from and the
+        encoded edge id, which after ``V`` and the tenant is the version's key."""
+        edge_at, table, get = len(prefix) + 9, b"V" + pack(TENANT), self.kv.get
+        for key, _ in self.kv.scan(prefix):
+            value = get(table + key[edge_at:])
+            if value is None:
+                raise LookupError(f"{key!r} indexes no version")
+            yield value
+
     def step(self, nodes: set[str], rel: str, direction: str, valid_at: int, known_at: int) -> set[str]:
         tag, end = ("o", 4) if direction == "out" else ("i", 2)
         found: set[str] = set()
         loads = orjson.loads
         for node in nodes:
-            for _, value in self.kv.scan(b"A" + pack(TENANT, node, rel, tag)):
+            for value in self.versions(b"A" + pack(TENANT, node, rel, tag)):
                 f = loads(value)
                 if (f[7] <= known_at and (f[8] is None or known_at < f[8])
                         and (f[5] is None or f[5] <= valid_at) and (f[6] is None or valid_at < f[6])):

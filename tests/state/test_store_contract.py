@@ -76,10 +76,10 @@ def test_state_in_an_older_layout_is_refused_with_a_clear_reason() -> None:
     ledger = late_correction(Ledger())
     assert LedgerStore(ledger.kv).last_tx() == ledger.store.last_tx(), "the current format opens"
     ledger.kv.write([(b"M" + pack("format"), b"2")])
-    with pytest.raises(StateFormatError, match="format 2, this edgeledger reads format 3"):
+    with pytest.raises(StateFormatError, match="format 2, this edgeledger reads format 4"):
         LedgerStore(ledger.kv)
     ledger.kv.write([], [b"M" + pack("format")])
-    with pytest.raises(StateFormatError, match="format 1, this edgeledger reads format 3"):
+    with pytest.raises(StateFormatError, match="format 1, this edgeledger reads format 4"):
         LedgerStore(ledger.kv)
 
 
@@ -191,3 +191,30 @@ def test_a_failed_commit_leaves_no_cached_belief_behind() -> None:
                                  "dst": {"type": "Team", "id": "hr:T-SEC"}, "valid_from": "2026-06-01"}]})
     assert sorted(v.edge_id for v in ledger.store.believed_out("acme", CONNECTOR, "owned_by")) == before
     assert sorted(v.edge_id for v in LedgerStore(ledger.kv).believed_out("acme", CONNECTOR, "owned_by")) == before
+
+
+def test_closing_a_belief_rewrites_its_version_row_and_leaves_its_index_rows_alone() -> None:
+    """``A`` rows are keys only, written with the version; a closing writes the ``V`` row with its
+    ``tx_to`` and deletes the ``B`` row, and every adjacency read then sees the closed version."""
+    ledger = late_correction(Ledger())
+    version = next(v for v in ledger.believed(CONNECTOR, "owned_by") if v.dst == PLATFORM)
+    edge = version.edge_id.encode() + b"\x00\x01"
+    index = [(key, value) for key, value in ledger.kv.scan(b"A") if key.endswith(edge)]
+    assert len(index) == 2 and {value for _, value in index} == {b""}, "one keys-only row at each end"
+    written: list[tuple[list, list]] = []
+    write = ledger.kv.write
+
+    def recording(puts, deletes=()):
+        written.append((list(puts), list(deletes)))
+        write(puts, deletes)
+
+    ledger.kv.write = recording
+    ledger.send({"kind": "revoke", "event_id": "rv-1", "tenant": "acme", "edge_id": version.edge_id,
+                 "reason": "entered by mistake"})
+    (puts, deletes), = written
+    touched = sorted(key[:1] for key, _ in puts if key[:1] in b"VAB")
+    assert touched == [b"V"] and [key[:1] for key in deletes] == [b"B"]
+    assert [key for key, _ in ledger.kv.scan(b"A") if key in dict(index)] == [key for key, _ in index]
+    for direction, node in (("out", CONNECTOR), ("in", PLATFORM)):
+        read = [v for v in ledger.store.adjacent("acme", node, "owned_by", direction) if v.edge_id == version.edge_id]
+        assert len(read) == 1 and read[0].tx_to is not None, direction

@@ -25,6 +25,7 @@ from processors.queries import QueryEngine, QueryRequest
 from schemas.ontology import default_ontology
 from schemas.slo import default_slo
 from state import codec
+from state.keys import unpack
 from state.kv import RocksKV
 from state.open import reading
 from streams.broker import EmbeddedBroker
@@ -168,18 +169,20 @@ def stored_versions(state: Path) -> dict[bytes, bytes]:
 
 
 def stale_adjacency(state: Path) -> list[str]:
-    """Adjacency rows (both ends of every version, keyed by its ``tx_from``) that are not the stored
+    """Adjacency rows (both ends of every version, keyed by its ``tx_from``) that do not index the stored
     version as it is: what a second copy of a batch leaves behind, applied with other transaction times."""
     kv = RocksKV(state, read_only=True)
     try:
         stored = {(v.tenant, v.edge_id): v for v in (codec.decode_version(value) for _, value in kv.scan(b"V"))}
         ends = Counter()
         found = []
-        for _, value in kv.scan(b"A"):
-            version = codec.decode_version(value)
-            ends[(version.tenant, version.edge_id)] += 1
-            if stored.get((version.tenant, version.edge_id)) != version:
-                found.append(f"{version.tenant} {version.edge_id} at tx {version.tx_from}")
+        for key, _ in kv.scan(b"A"):
+            tenant, node, rel, direction, tx_from, edge_id = unpack(key[1:])
+            ends[(tenant, edge_id)] += 1
+            version = stored.get((tenant, edge_id))
+            if version is None or (version.tx_from, version.rel, version.src if direction == "o" else version.dst) \
+                    != (tx_from, rel, node):
+                found.append(f"{tenant} {edge_id} at tx {tx_from}")
     finally:
         kv.close()
     return found + [f"{key} has {count} adjacency rows" for key, count in ends.items() if count != 2]
