@@ -17,6 +17,15 @@ from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from processors.traversal import UNBOUNDED_HOPS, Limits, Path, Plan, PlanRefused, Step, Traversal, traverse
 from schemas.ontology import Ontology
+from schemas.query_params import (
+    QUERY_NAMES,
+    ApprovalParams,
+    ChangedParams,
+    DepthParams,
+    QueryParams,
+    TraverseParams,
+    TypedParams,
+)
 from schemas.results import (
     AnchorOut,
     Change,
@@ -30,10 +39,7 @@ from schemas.results import (
     QueryResult,
     ResultEntity,
 )
-from schemas.times import format_micros
-
-QUERY_NAMES = ("owners-of", "dependents-of", "approvals-required-for", "changed-between", "neighbourhood",
-               "traverse")
+from schemas.times import format_micros, parse_micros
 
 
 def estimate_tokens(text: str) -> int:
@@ -107,6 +113,73 @@ def parse_edge_allowlist(text: str) -> tuple[tuple[str, Direction], ...]:
     if not allowed:
         raise ValueError("--edges needs at least one relationship, e.g. depends_on:in,owned_by:out")
     return tuple(allowed)
+
+
+class InvalidQuery(ValueError):
+    """A query parameter that parsed but means nothing: a bad date, an unknown relationship or entity
+    type, an empty window."""
+
+
+class UnknownToOntology(InvalidQuery):
+    """A relationship or entity type the ontology does not have (the reader may have the wrong one)."""
+
+
+def instant_param(text: str | None, parameter: str, label: Callable[[str], str] = str) -> int | None:
+    """An ISO-8601 parameter in microseconds (None when not given); ``InvalidQuery`` names it as ``label`` does."""
+    if text is None:
+        return None
+    try:
+        return parse_micros(text)
+    except (ValueError, OverflowError) as error:
+        raise InvalidQuery(f"{label(parameter)}: {text!r} is not an ISO-8601 date or datetime with a "
+                           f"timezone ({error})") from None
+
+
+def request_from(name: str, tenant: str, params: QueryParams, ontology: Ontology, now: int,
+                 label: Callable[[str], str] = str) -> QueryRequest:
+    """The engine's request for query ``name`` from its validated parameters (``schemas.query_params``);
+    the clocks default to ``now``. Raises ``InvalidQuery``, naming each parameter as ``label`` does."""
+
+    def instant(text: str | None, parameter: str) -> int | None:
+        return instant_param(text, parameter, label)
+
+    options: dict[str, Any] = {}
+    if isinstance(params, TypedParams) and params.types:
+        wanted = frozenset(t.strip() for t in params.types.split(",") if t.strip())
+        unknown = sorted(wanted - set(ontology.entity_types))
+        if unknown or not wanted:
+            raise UnknownToOntology(f"{label('types')}: unknown entity type(s) {', '.join(unknown) or '(none given)'}; "
+                               f"one of: {', '.join(ontology.entity_types)}")
+        options["node_types"] = wanted
+    if isinstance(params, DepthParams | ApprovalParams):
+        options["depth"] = params.depth
+    if isinstance(params, TraverseParams):
+        try:
+            edges = parse_edge_allowlist(params.edges)
+        except ValueError as error:
+            raise InvalidQuery(f"{label('edges')}: {error}") from None
+        refused = unknown_relationships(label("edges"), (rel for rel, _ in edges), ontology)
+        if refused:
+            raise UnknownToOntology(refused)
+        options["edges"] = edges
+    if isinstance(params, ChangedParams):
+        start, end = instant(params.from_, "from"), instant(params.to, "to")
+        assert start is not None  # a required parameter
+        refused = reversed_window(start, end, label("from"), label("to"))
+        if refused:
+            raise InvalidQuery(refused)
+        options.update(changed_from=start, changed_to=end, axis=params.axis)
+    valid_at, known_at = instant(params.valid_at, "valid_at"), instant(params.known_at, "known_at")
+    return QueryRequest(
+        name=name,
+        tenant=tenant,
+        entity=params.entity,
+        valid_at=now if valid_at is None else valid_at,
+        known_at=now if known_at is None else known_at,
+        limits=Limits(params.max_depth, params.max_expansions, params.max_paths, params.max_evidence_tokens,
+                      params.max_degree),
+        **options,
+    )
 
 
 def plan_for(request: QueryRequest, ontology: Ontology) -> Plan:

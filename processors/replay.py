@@ -16,19 +16,22 @@ same rule as the affected ones, since nothing rules it out.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from processors.model import Direction, EdgeVersion, Trace
-from processors.queries import QUERY_NAMES, QueryEngine, QueryRequest, parse_edge_allowlist
-from processors.traversal import Limits, PlanRefused
-from schemas.times import format_micros, parse_micros
+from pydantic import ValidationError
+
+from processors.model import EdgeVersion, Trace
+from processors.queries import InvalidQuery, QueryEngine, QueryRequest, request_from
+from processors.traversal import PlanRefused
+from schemas.ontology import Ontology
+from schemas.query_params import LIMIT_FIELDS, PARAMS, QUERY_NAMES, parameter_errors
+from schemas.times import format_micros
 
 ACTION_RANK = {"approval_routing": 0, "permission_change": 0, "external_change": 0, "none": 1}
 
 EdgeIdsSource = Literal["recorded", "re-derived", "unknown"]
 
-_LIMIT_FIELDS = tuple(Limits.__dataclass_fields__)
 _PARAM_FIELDS = ("depth", "edges", "node_types", "from", "to", "axis")
 
 
@@ -88,7 +91,7 @@ def rederive_edge_ids(engine: QueryEngine, trace: Trace) -> tuple[str, ...]:
         raise CannotRederive(
             f"known_at {format_micros(trace.known_at)} is after the ledger recorded the trace "
             f"({format_micros(trace.tx_at)}): the answer as of it was not final then")
-    request = trace_request(trace)
+    request = trace_request(trace, engine.ontology)
     try:
         result = engine.run(request)
     except (PlanRefused, ValueError, TypeError) as error:
@@ -106,19 +109,21 @@ def rederive_edge_ids(engine: QueryEngine, trace: Trace) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def trace_request(trace: Trace) -> QueryRequest:
+def trace_request(trace: Trace, ontology: Ontology) -> QueryRequest:
     """The ``QueryRequest`` a trace's ``query`` object records, as of the trace's clocks.
 
     The object is ``{"name", "entity"}`` plus, optionally, what a query result's ``query`` carries:
     ``tenant``, ``limits`` and ``params`` (``depth``, ``edges``, ``node_types``, ``from``, ``to``,
-    ``axis``); a limit or parameter may also sit at the top level. Limits not recorded take the
-    defaults the ``query`` command uses. A field it does not know is refused rather than ignored:
-    ignoring it could re-run a different question."""
+    ``axis``); a limit or parameter may also sit at the top level. They are the query's parameters
+    as the CLI and the HTTP API take them (``schemas.query_params``), in JSON's own types; limits not
+    recorded take the defaults. A field it does not know is refused rather than ignored: ignoring it
+    could re-run a different question."""
     query = dict(trace.query)
     name = query.pop("name", None)
     if not isinstance(name, str) or not name:
         raise CannotRederive("the recorded query has no name")
-    if name not in QUERY_NAMES:
+    model = PARAMS.get(name)
+    if model is None:
         raise CannotRederive(f"unknown query {name!r}; one of: {', '.join(QUERY_NAMES)}")
     entity = query.pop("entity", None)
     if not isinstance(entity, str) or not entity:
@@ -126,23 +131,24 @@ def trace_request(trace: Trace) -> QueryRequest:
     tenant = query.pop("tenant", trace.tenant)
     if tenant != trace.tenant:
         raise CannotRederive(f"the recorded query's tenant {tenant!r} is not the trace's {trace.tenant!r}")
-    limits = _section(query, "limits", _LIMIT_FIELDS)
+    limits = _section(query, "limits", LIMIT_FIELDS)
     params = _section(query, "params", _PARAM_FIELDS)
     if query:
         raise CannotRederive(f"the recorded query has unknown field(s): {', '.join(sorted(query))}")
+    given: dict[str, Any] = {"entity": entity, **limits}
+    for key, value in params.items():
+        if value is None:
+            continue  # not given: the result's ``query`` records an open window's end as null
+        if key in ("edges", "node_types") and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = ",".join(value)
+        given["types" if key == "node_types" else key] = value
     try:
-        return QueryRequest(
-            name=name, tenant=trace.tenant, entity=entity, valid_at=trace.valid_at, known_at=trace.known_at,
-            limits=Limits(**{key: _integer(key, value) for key, value in limits.items()}),
-            depth=_integer("depth", params.get("depth", 1)),
-            edges=_edges(params["edges"]) if "edges" in params else (),
-            node_types=_node_types(params["node_types"]) if params.get("node_types") is not None else None,
-            changed_from=_instant("from", params.get("from")),
-            changed_to=_instant("to", params.get("to")),
-            axis=_axis(params.get("axis", "valid")),
-        )
-    except ValueError as error:
+        request = request_from(name, trace.tenant, model.model_validate(given, strict=True), ontology, trace.known_at)
+    except ValidationError as error:
+        raise CannotRederive(f"malformed query parameter: {parameter_errors(error, name)}") from None
+    except InvalidQuery as error:
         raise CannotRederive(f"malformed query parameter: {error}") from None
+    return replace(request, valid_at=trace.valid_at, known_at=trace.known_at)
 
 
 def _section(query: dict[str, Any], key: str, fields: tuple[str, ...]) -> dict[str, Any]:
@@ -165,46 +171,3 @@ def _section(query: dict[str, Any], key: str, fields: tuple[str, ...]) -> dict[s
                 raise CannotRederive(f"the recorded query gives {name!r} twice, differently")
             merged[name] = value
     return merged
-
-
-def _integer(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, not {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1")
-    return value
-
-
-def _edges(value: object) -> tuple[tuple[str, Direction], ...]:
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        value = ",".join(value)
-    if not isinstance(value, str):
-        raise ValueError(f"edges must be 'rel:dir,...' or a list of 'rel:dir', not {value!r}")
-    return parse_edge_allowlist(value)
-
-
-def _node_types(value: object) -> frozenset[str] | None:
-    if isinstance(value, str):
-        value = value.split(",")
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ValueError(f"node_types must be a list of type names, not {value!r}")
-    return frozenset(item.strip() for item in value if item.strip()) or None
-
-
-def _instant(name: str, value: object) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be an ISO-8601 time, not {value!r}")
-    try:
-        return parse_micros(value)
-    except ValueError as error:
-        raise ValueError(f"{name}: {error}") from None
-
-
-def _axis(value: object) -> Literal["valid", "tx"]:
-    if value == "valid":
-        return "valid"
-    if value == "tx":
-        return "tx"
-    raise ValueError(f"axis must be 'valid' or 'tx', not {value!r}")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from processors.identity import entity_type_of
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
+from schemas.query_params import MAX_DEGREE, MAX_DEPTH, MAX_EVIDENCE_TOKENS, MAX_EXPANSIONS, MAX_PATHS
 
 UNBOUNDED_HOPS = sys.maxsize
 """A step's ``max_hops`` when only the walk's ``max_depth`` bounds it (``traverse``). The ceiling, not
@@ -47,11 +48,11 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_depth: int = 6
-    max_expansions: int = 200
-    max_paths: int = 25
-    max_evidence_tokens: int = 2000
-    max_degree: int = 50
+    max_depth: int = MAX_DEPTH
+    max_expansions: int = MAX_EXPANSIONS
+    max_paths: int = MAX_PATHS
+    max_evidence_tokens: int = MAX_EVIDENCE_TOKENS
+    max_degree: int = MAX_DEGREE
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:

@@ -16,20 +16,23 @@ from pydantic import ValidationError
 from processors.batch import BATCH_EVENTS
 from processors.freshness import stale_sources_for_queries
 from processors.model import EdgeVersion
-from processors.queries import (
-    QUERY_NAMES,
-    QueryEngine,
-    QueryRequest,
-    parse_edge_allowlist,
-    reversed_window,
-    unknown_relationships,
-)
-from processors.traversal import Limits, PlanRefused
+from processors.queries import QueryEngine, UnknownToOntology, instant_param, request_from, unknown_relationships
+from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
 from schemas.ontology import Ontology, default_ontology, load_ontology
+from schemas.query_params import (
+    MAX_DEGREE,
+    MAX_DEPTH,
+    MAX_EVIDENCE_TOKENS,
+    MAX_EXPANSIONS,
+    MAX_PATHS,
+    PARAMS,
+    QUERY_NAMES,
+    parameter_errors,
+)
 from schemas.results import CorrectionOut
 from schemas.slo import slo_or_default
-from schemas.times import format_micros, parse_micros
+from schemas.times import format_micros
 from state.open import reading
 from streams import render
 from streams.freshness_cli import freshness_app
@@ -47,7 +50,6 @@ app = typer.Typer(
         "--tenant acme --entity 'settlement connector'`."
     ),
 )
-DEFAULTS = Limits()
 review_app = typer.Typer(no_args_is_help=True, help="The review queue: parked events and flagged conflicts.")
 traces_app = typer.Typer(no_args_is_help=True, help="Recorded agent answers (traces).")
 app.add_typer(review_app, name="review")
@@ -74,13 +76,15 @@ class CliError(Exception):
     """A user-facing error: printed as one line."""
 
 
+def _flag(parameter: str) -> str:
+    """The option that sets a query parameter: ``valid_at`` is ``--valid-at``."""
+    return "--" + parameter.replace("_", "-")
+
+
 def _instant(text: str | None, flag: str) -> int:
-    if text is None:
-        return wall_clock_micros()
-    try:
-        return parse_micros(text)
-    except ValueError as error:
-        raise CliError(f"{flag}: {error}") from None
+    """The instant an option gives, now when it is not given."""
+    given = instant_param(text, flag)  # InvalidQuery is a ValueError: one line, like a CliError
+    return wall_clock_micros() if given is None else given
 
 
 def _ontology(path: Path | None) -> Ontology:
@@ -120,50 +124,43 @@ def query(
     entity: Entity,
     valid_at: ValidAt = None,
     known_at: KnownAt = None,
-    depth: Annotated[int, typer.Option(help="Hops of depends_on for dependents/approvals/neighbourhood.")] = 1,
+    depth: Annotated[int | None, typer.Option(
+        help="Hops of depends_on for dependents/approvals/neighbourhood. Default: 1.")] = None,
     edges: Annotated[str | None, typer.Option("--edges", help="traverse: rel:out|in|both,...")] = None,
     types: Annotated[str | None, typer.Option("--types", help="Only enter nodes of these types (comma list).")] = None,
     changed_from: Annotated[str | None, typer.Option("--from", help="changed-between: window start.")] = None,
     changed_to: Annotated[str | None, typer.Option("--to", help="changed-between: window end.")] = None,
-    axis: Annotated[str, typer.Option(help="changed-between: 'valid' (world) or 'tx' (what we learned).")] = "valid",
-    max_depth: Annotated[int, typer.Option(min=1)] = DEFAULTS.max_depth,
-    max_expansions: Annotated[int, typer.Option(min=1, help="Edge records read.")] = DEFAULTS.max_expansions,
-    max_paths: Annotated[int, typer.Option(min=1)] = DEFAULTS.max_paths,
-    max_evidence_tokens: Annotated[int, typer.Option(min=1, help="1 token ~ 4 chars.")] = DEFAULTS.max_evidence_tokens,
-    max_degree: Annotated[int, typer.Option(min=1, help="Per-node cap for hubs.")] = DEFAULTS.max_degree,
+    axis: Annotated[str | None, typer.Option(
+        help="changed-between: 'valid' (world, the default) or 'tx' (what we learned).")] = None,
+    max_depth: Annotated[int, typer.Option()] = MAX_DEPTH,
+    max_expansions: Annotated[int, typer.Option(help="Edge records read.")] = MAX_EXPANSIONS,
+    max_paths: Annotated[int, typer.Option()] = MAX_PATHS,
+    max_evidence_tokens: Annotated[int, typer.Option(help="1 token ~ 4 chars.")] = MAX_EVIDENCE_TOKENS,
+    max_degree: Annotated[int, typer.Option(help="Per-node cap for hubs.")] = MAX_DEGREE,
     slo: Annotated[Path | None, typer.Option(
         "--slo", help="Source SLOs for coverage (default: bundled); stale sources make empty answers unknown.")] = None,
     ontology_file: OntologyFile = None,
     as_json: AsJson = False,
 ) -> None:
-    """Run a bounded traversal as of --valid-at and --known-at."""
-    if axis not in ("valid", "tx"):
-        raise CliError("--axis must be 'valid' or 'tx'")
-    known = _instant(known_at, "--known-at")
-    window_from = _instant(changed_from, "--from") if changed_from else None
-    window_to = _instant(changed_to, "--to") if changed_to else None
-    if window_from is not None and (refused := reversed_window(window_from, window_to, "--from", "--to")):
-        raise CliError(refused)
+    """Run a bounded traversal as of --valid-at and --known-at. The parameters and their bounds are
+    those of the HTTP API; an option the query does not take is refused."""
+    model = PARAMS.get(name)
+    if model is None:
+        raise CliError(f"unknown query {name!r}; one of: {', '.join(QUERY_NAMES)}")
+    given = {"entity": entity, "valid_at": valid_at, "known_at": known_at, "depth": depth, "edges": edges,
+             "types": types, "from": changed_from, "to": changed_to, "axis": axis, "max_depth": max_depth,
+             "max_expansions": max_expansions, "max_paths": max_paths, "max_evidence_tokens": max_evidence_tokens,
+             "max_degree": max_degree}
+    try:
+        params = model.model_validate({key: value for key, value in given.items() if value is not None})
+    except ValidationError as error:
+        raise CliError(parameter_errors(error, name, _flag)) from None
     ontology = _ontology(ontology_file)
     slos = slo_or_default(slo)
-    allowlist = parse_edge_allowlist(edges) if edges else ()
-    refused = unknown_relationships("--edges", (rel for rel, _ in allowlist), ontology)
-    if refused:
-        raise CliError(refused + _default_ontology_hint(ontology_file))
-    request = QueryRequest(
-        name=name,
-        tenant=tenant,
-        entity=entity,
-        valid_at=_instant(valid_at, "--valid-at"),
-        known_at=known,
-        limits=Limits(max_depth, max_expansions, max_paths, max_evidence_tokens, max_degree),
-        depth=depth,
-        edges=allowlist,
-        node_types=frozenset(t.strip() for t in types.split(",")) if types else None,
-        changed_from=window_from,
-        changed_to=window_to,
-        axis=axis,  # type: ignore[arg-type]
-    )
+    try:
+        request = request_from(name, tenant, params, ontology, wall_clock_micros(), _flag)
+    except UnknownToOntology as error:
+        raise CliError(str(error) + _default_ontology_hint(ontology_file)) from None
     with reading(state) as store:
         # Judged at --known-at on the activity recorded by then: a past answer's coverage reproduces.
         stale = stale_sources_for_queries(ontology, slos, store.source_activity)

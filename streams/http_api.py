@@ -29,25 +29,34 @@ from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.json_schema import SkipJsonSchema
 
 from processors.cache import CachedQueryEngine, CacheStatus
 from processors.freshness import stale_sources_for_queries
 from processors.queries import (
+    InvalidQuery,
     QueryEngine,
     QueryRequest,
     StaleSources,
+    instant_param,
     no_stale_sources,
-    parse_edge_allowlist,
-    reversed_window,
+    request_from,
     unknown_relationships,
 )
-from processors.traversal import Limits, PlanRefused
+from processors.traversal import PlanRefused
 from schemas.cache import CacheInvalidation
 from schemas.ontology import Ontology, default_ontology
+from schemas.query_params import (
+    ApprovalParams,
+    ChangedParams,
+    DepthParams,
+    HistoryParams,
+    QueryParams,
+    TraverseParams,
+    TypedParams,
+)
 from schemas.results import HistoryResult, QueryResult
 from schemas.slo import SloConfig
-from schemas.times import format_micros, parse_micros
+from schemas.times import format_micros
 from state.cache_store import CacheStore
 from state.changes import LedgerFollower
 from state.kv import RocksKV
@@ -57,7 +66,6 @@ from streams.ledger_files import wall_clock_micros
 from streams.metrics import LedgerMetrics
 from streams.topics import TopicSettings
 
-DEFAULTS = Limits()
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$"
 CACHE_HEADER = "X-Edgeledger-Cache"
 
@@ -76,72 +84,6 @@ class HealthOut(BaseModel):
     status: Literal["ok"] = "ok"
     last_tx: str | None = Field(description="Transaction time of the newest change the reader has seen.")
     cache_entries: int
-
-
-Instant = Annotated[
-    str | SkipJsonSchema[None],
-    Field(description="ISO-8601 date or datetime with a timezone ('Z' or an offset); a date alone is midnight "
-                      "UTC. Default: now.", examples=["2026-04-22", "2026-04-22T10:14:00Z"]),
-]
-
-
-class Params(BaseModel):
-    """Parameters every traversal takes. Unknown parameters are refused rather than ignored."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    entity: str = Field(min_length=1, max_length=512,
-                        description="Canonical id (Type:system-id, e.g. Component:cmdb:CI0042), an alias "
-                                    "('settlement connector') or Type:name.")
-    valid_at: Instant = None
-    known_at: Instant = None
-    max_depth: int = Field(DEFAULTS.max_depth, ge=1, le=20, description="Hops from the anchor.")
-    max_expansions: int = Field(DEFAULTS.max_expansions, ge=1, le=100_000,
-                                description="Edge records read (before filtering), across the whole walk.")
-    max_paths: int = Field(DEFAULTS.max_paths, ge=1, le=10_000, description="Paths returned.")
-    max_evidence_tokens: int = Field(DEFAULTS.max_evidence_tokens, ge=1, le=1_000_000,
-                                     description="Evidence text returned, ~4 characters a token; beyond it an "
-                                                 "edge comes with evidence_omitted: true.")
-    max_degree: int = Field(DEFAULTS.max_degree, ge=1, le=10_000,
-                            description="Neighbours taken per node (hubs are cut and reported).")
-
-
-class TypedParams(Params):
-    types: str | SkipJsonSchema[None] = Field(
-        None, max_length=512, description="Only enter nodes of these entity types (comma list, e.g. Team,Person).")
-
-
-class DepthParams(TypedParams):
-    depth: int = Field(1, ge=1, le=10, description="Hops of the first step (1: direct neighbours only).")
-
-
-class ApprovalParams(Params):
-    depth: int = Field(1, ge=1, le=10, description="Hops of reverse depends_on before following ownership.")
-
-
-class TraverseParams(TypedParams):
-    edges: str = Field(min_length=1, max_length=1024,
-                       description="Allowlist of relationship:direction, comma separated: "
-                                   "depends_on:in,owned_by:out. Direction is out, in or both (the default).")
-
-
-class ChangedParams(Params):
-    from_: str = Field(alias="from", min_length=1, max_length=64,
-                       description="Window start (ISO-8601), inclusive.", examples=["2026-04-01"])
-    to: str | SkipJsonSchema[None] = Field(None, max_length=64,
-                                           description="Window end (ISO-8601), exclusive. Default: known_at.")
-    axis: Literal["valid", "tx"] = Field("valid", description="valid: when the facts started or ended in the "
-                                                              "world; tx: when the ledger appended or closed them.")
-
-
-class HistoryParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    entity: str = Field(min_length=1, max_length=512, description="Canonical id, alias or Type:name.")
-    known_at: Instant = None
-    valid_at: str | SkipJsonSchema[None] = Field(None, max_length=64,
-                                                 description="Only versions valid at this time (ISO-8601).")
-    rel: str | SkipJsonSchema[None] = Field(None, max_length=64, description="Only this relationship.")
 
 
 Tenant = Annotated[str, PathParam(pattern=TENANT_PATTERN, description="Tenant to read; every read needs one.")]
@@ -226,10 +168,6 @@ HISTORY_DESCRIPTION = (
 ERRORS = {422: {"model": ErrorOut, "description": "The request is invalid; `detail` says why."}}
 
 
-class BadRequest(ValueError):
-    """A request parameter that parsed but means nothing (a bad date, an unknown relationship)."""
-
-
 # -- the service behind the routes -------------------------------------------------------------------------------
 class LedgerService:
     """The follower, the cached engine, metrics and the lock that serialises them; optionally the
@@ -281,14 +219,14 @@ class LedgerService:
 
     def history(self, tenant: str, params: HistoryParams) -> HistoryResult:
         if params.rel is not None and (refused := unknown_relationships("rel", [params.rel], self.ontology, one=True)):
-            raise BadRequest(refused)
-        now = self.wall_clock()
-        known_at = instant(params.known_at, "known_at", now)
-        valid_at = instant(params.valid_at, "valid_at", now) if params.valid_at is not None else None
+            raise InvalidQuery(refused)
+        known_at = instant_param(params.known_at, "known_at")
+        valid_at = instant_param(params.valid_at, "valid_at")
         with self.lock:
             self.follower.refresh()
             return self.engine_uncached.history(
-                tenant, params.entity, known_at, valid_at, params.rel, self.follower.adjacent_any)
+                tenant, params.entity, self.wall_clock() if known_at is None else known_at, valid_at, params.rel,
+                self.follower.adjacent_any)
 
     def health(self) -> HealthOut:
         with self.lock:
@@ -296,58 +234,6 @@ class LedgerService:
             last = self.follower.last_tx()
             return HealthOut(last_tx=format_micros(last) if last > NO_TRANSACTION else None,
                              cache_entries=len(self.cache))
-
-
-def instant(text: str | None, name: str, now: int) -> int:
-    """An ISO-8601 parameter in microseconds; ``now`` when it was not given."""
-    if text is None:
-        return now
-    try:
-        return parse_micros(text)
-    except (ValueError, OverflowError) as error:
-        raise BadRequest(f"{name}: {text!r} is not an ISO-8601 date or datetime with a timezone ({error})") from None
-
-
-def build_request(name: str, tenant: str, params: Params, ontology: Ontology,
-                  wall_clock: Callable[[], int]) -> QueryRequest:
-    """The engine's request from validated parameters; meaningless values raise ``BadRequest``."""
-    now = wall_clock()
-    options: dict[str, Any] = {}
-    types = getattr(params, "types", None)
-    if types:
-        wanted = frozenset(t.strip() for t in types.split(",") if t.strip())
-        unknown = sorted(wanted - set(ontology.entity_types))
-        if unknown or not wanted:
-            raise BadRequest(f"types: unknown entity type(s) {', '.join(unknown) or '(none given)'}; one of: "
-                             f"{', '.join(ontology.entity_types)}")
-        options["node_types"] = wanted
-    if isinstance(params, DepthParams | ApprovalParams):
-        options["depth"] = params.depth
-    if isinstance(params, TraverseParams):
-        try:
-            options["edges"] = parse_edge_allowlist(params.edges)
-        except ValueError as error:
-            raise BadRequest(f"edges: {error}") from None
-        refused = unknown_relationships("edges", (rel for rel, _ in options["edges"]), ontology)
-        if refused:
-            raise BadRequest(refused)
-    if isinstance(params, ChangedParams):
-        options["changed_from"] = instant(params.from_, "from", now)
-        options["changed_to"] = instant(params.to, "to", now) if params.to is not None else None
-        refused = reversed_window(options["changed_from"], options["changed_to"], "from", "to")
-        if refused:
-            raise BadRequest(refused)
-        options["axis"] = params.axis
-    return QueryRequest(
-        name=name,
-        tenant=tenant,
-        entity=params.entity,
-        valid_at=instant(params.valid_at, "valid_at", now),
-        known_at=instant(params.known_at, "known_at", now),
-        limits=Limits(params.max_depth, params.max_expansions, params.max_paths, params.max_evidence_tokens,
-                      params.max_degree),
-        **options,
-    )
 
 
 def _error(status: int, detail: str, errors: list[dict[str, Any]] = ()) -> JSONResponse:
@@ -425,16 +311,16 @@ def create_app(
     async def invalid_parameters(_: Request, error: RequestValidationError) -> JSONResponse:
         return _error(422, *_describe_validation(error))
 
-    @app.exception_handler(BadRequest)
-    async def bad_request(_: Request, error: BadRequest) -> JSONResponse:
+    @app.exception_handler(InvalidQuery)
+    async def bad_request(_: Request, error: InvalidQuery) -> JSONResponse:
         return _error(422, str(error))
 
     @app.exception_handler(PlanRefused)
     async def refused(_: Request, error: PlanRefused) -> JSONResponse:
         return _error(422, str(error))
 
-    def answer(name: str, tenant: str, params: Params) -> Response:
-        result, status = service.query(build_request(name, tenant, params, ontology, wall_clock))
+    def answer(name: str, tenant: str, params: QueryParams) -> Response:
+        result, status = service.query(request_from(name, tenant, params, ontology, wall_clock()))
         return Response(result.model_dump_json(), media_type="application/json", headers={CACHE_HEADER: status})
 
     def route(name: str) -> dict[str, Any]:

@@ -103,10 +103,10 @@ def test_a_trace_whose_query_cannot_be_re_run_is_listed_with_its_reason(ledger: 
     assert all(status.startswith("edge_ids unknown: ") for status in reasons.values())
     assert "unknown query 'best-friends'" in reasons["unknown-name"]
     assert "did not resolve as of known_at" in reasons["no-anchor"]
-    assert "depth must be an integer" in reasons["bad-depth"]
-    assert "max_paths must be at least 1" in reasons["bad-limit"]
+    assert "depth: Input should be a valid integer" in reasons["bad-depth"]
+    assert "max_paths: Input should be greater than or equal to 1" in reasons["bad-limit"]
     assert "unknown field(s): colour" in reasons["unknown-field"]
-    assert "traverse needs --edges" in reasons["no-edges"]
+    assert "edges: Field required" in reasons["no-edges"]
     assert "after the ledger recorded the trace" in reasons["future"]
 
 
@@ -142,3 +142,21 @@ def test_a_recorded_query_object_with_limits_and_params_is_re_run_with_them(ledg
     assert len(found["capped"].edge_ids) == 1  # max_paths 1, as recorded
     assert len(found["default"].edge_ids) == 2  # the query command's default limits
     assert {a.edge_ids_source for a in found.values()} == {"re-derived"}
+
+
+def test_a_recorded_query_is_refused_where_the_cli_and_the_api_would_refuse_it(ledger: Ledger) -> None:
+    """The recorded parameters are validated as the CLI's and the HTTP API's are: a parameter of another
+    query, an entity type the ontology lacks or a ceiling beyond the API's is a reason, not a re-run."""
+    bad: dict[str, dict[str, Any]] = {
+        "other-query's": {"name": "owners-of", "entity": CONNECTOR, "params": {"depth": 2}},
+        "unknown-type": {"name": "owners-of", "entity": CONNECTOR, "params": {"node_types": ["Gadget"]}},
+        "over-ceiling": {"name": "owners-of", "entity": CONNECTOR, "limits": {"max_expansions": 100_001}},
+        "text-for-int": {"name": "dependents-of", "entity": CONNECTOR, "depth": "2"},
+    }
+    owned_by_analytics_then_corrected(
+        ledger, *(trace(name, None, "none", "2026-04-22T10:14:00Z", query) for name, query in bad.items()))
+    reasons = {a.trace.trace_id: a.status for a in affected(ledger)}
+    assert "depth: owners-of takes no such parameter" in reasons["other-query's"]
+    assert "types: unknown entity type(s) Gadget" in reasons["unknown-type"]
+    assert "max_expansions: Input should be less than or equal to 100000" in reasons["over-ceiling"]
+    assert "depth: Input should be a valid integer" in reasons["text-for-int"]

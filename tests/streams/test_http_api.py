@@ -20,6 +20,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from schemas.query_params import PARAMS
 from schemas.results import HistoryResult, QueryResult
 from schemas.slo import SloConfig, SourceSlo, default_slo
 from schemas.times import parse_micros
@@ -129,8 +130,8 @@ def test_health_metrics_and_openapi(client: TestClient) -> None:
         operation = document["paths"][f"/v1/tenants/{{tenant}}/{name}"]["get"]
         assert operation["summary"] and "Not for" in operation["description"]
         assert operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("QueryResult")
-        assert {p["name"] for p in operation["parameters"]} >= {"tenant", "entity", "valid_at", "known_at",
-                                                                 "max_depth", "max_degree"}
+        taken = {field.alias or key for key, field in PARAMS[name].model_fields.items()}
+        assert {p["name"] for p in operation["parameters"]} == {"tenant", *taken}, "the CLI's and replay's too"
     assert "unknown` is **not** `none" in document["paths"]["/v1/tenants/{tenant}/owners-of"]["get"]["description"]
 
 
