@@ -487,7 +487,7 @@ class LedgerStore:
         The believed-edges cache takes each version as its rows are built (one pass over the batch, not
         two); ``commit`` drops the caches if the write then fails. Each version is also listed in
         ``encoded`` with its encoding."""
-        # Speed: the value is encoded once and shared by V, A and B, and the key parts that every
+        # Speed: the value is encoded once and shared by V and B, and the key parts that every
         # batch repeats (tenant, relationship, source system) are encoded once and kept across
         # batches. Node ids and source records are encoded each time: there are about as many as entities,
         # and late in a large load a lookup among them missed the CPU caches and cost more than
