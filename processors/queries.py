@@ -139,17 +139,13 @@ def request_from(name: str, tenant: str, params: QueryParams, ontology: Ontology
                  label: Callable[[str], str] = str) -> QueryRequest:
     """The engine's request for query ``name`` from its validated parameters (``schemas.query_params``);
     the clocks default to ``now``. Raises ``InvalidQuery``, naming each parameter as ``label`` does."""
-
-    def instant(text: str | None, parameter: str) -> int | None:
-        return instant_param(text, parameter, label)
-
     options: dict[str, Any] = {}
     if isinstance(params, TypedParams) and params.types:
         wanted = frozenset(t.strip() for t in params.types.split(",") if t.strip())
         unknown = sorted(wanted - set(ontology.entity_types))
         if unknown or not wanted:
             raise UnknownToOntology(f"{label('types')}: unknown entity type(s) {', '.join(unknown) or '(none given)'}; "
-                               f"one of: {', '.join(ontology.entity_types)}")
+                                    f"one of: {', '.join(ontology.entity_types)}")
         options["node_types"] = wanted
     if isinstance(params, DepthParams | ApprovalParams):
         options["depth"] = params.depth
@@ -163,13 +159,14 @@ def request_from(name: str, tenant: str, params: QueryParams, ontology: Ontology
             raise UnknownToOntology(refused)
         options["edges"] = edges
     if isinstance(params, ChangedParams):
-        start, end = instant(params.from_, "from"), instant(params.to, "to")
+        start, end = instant_param(params.from_, "from", label), instant_param(params.to, "to", label)
         assert start is not None  # a required parameter
         refused = reversed_window(start, end, label("from"), label("to"))
         if refused:
             raise InvalidQuery(refused)
         options.update(changed_from=start, changed_to=end, axis=params.axis)
-    valid_at, known_at = instant(params.valid_at, "valid_at"), instant(params.known_at, "known_at")
+    valid_at = instant_param(params.valid_at, "valid_at", label)
+    known_at = instant_param(params.known_at, "known_at", label)
     return QueryRequest(
         name=name,
         tenant=tenant,
