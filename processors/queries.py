@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from processors.identity import entity_type_of, normalise_name
 from processors.model import Direction, EdgeVersion
@@ -22,6 +22,7 @@ from schemas.query_params import (
     ApprovalParams,
     ChangedParams,
     DepthParams,
+    HistoryParams,
     QueryParams,
     TraverseParams,
     TypedParams,
@@ -177,6 +178,26 @@ def request_from(name: str, tenant: str, params: QueryParams, ontology: Ontology
                       params.max_degree),
         **options,
     )
+
+
+class HistoryRequest(NamedTuple):
+    tenant: str
+    entity: str
+    known_at: int
+    valid_at: int | None
+    """Only the versions valid then; None: every version."""
+    rel: str | None
+
+
+def history_request_from(tenant: str, params: HistoryParams, ontology: Ontology, now: int,
+                         label: Callable[[str], str] = str) -> HistoryRequest:
+    """What ``history`` reads, from its validated parameters: ``known_at`` defaults to ``now``, and a
+    ``rel`` the ontology lacks is refused (``UnknownToOntology``)."""
+    if params.rel is not None and (refused := unknown_relationships(label("rel"), [params.rel], ontology, one=True)):
+        raise UnknownToOntology(refused)
+    known_at = instant_param(params.known_at, "known_at", label)
+    return HistoryRequest(tenant, params.entity, now if known_at is None else known_at,
+                          instant_param(params.valid_at, "valid_at", label), params.rel)
 
 
 def plan_for(request: QueryRequest, ontology: Ontology) -> Plan:

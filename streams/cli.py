@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from processors.batch import BATCH_EVENTS
 from processors.freshness import stale_sources_for_queries
 from processors.model import EdgeVersion
-from processors.queries import QueryEngine, UnknownToOntology, instant_param, request_from, unknown_relationships
+from processors.queries import QueryEngine, UnknownToOntology, history_request_from, instant_param, request_from
 from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
 from schemas.ontology import Ontology, default_ontology, load_ontology
@@ -28,6 +28,7 @@ from schemas.query_params import (
     MAX_PATHS,
     PARAMS,
     QUERY_NAMES,
+    HistoryParams,
     parameter_errors,
 )
 from schemas.results import CorrectionOut
@@ -183,13 +184,18 @@ def history(
     as_json: AsJson = False,
 ) -> None:
     """Every version of every edge at an entity, with both intervals."""
+    given = {"entity": entity, "rel": rel, "known_at": known_at, "valid_at": valid_at}
+    try:
+        params = HistoryParams.model_validate({key: value for key, value in given.items() if value is not None})
+    except ValidationError as error:
+        raise CliError(parameter_errors(error, "history", _flag)) from None
     ontology = _ontology(ontology_file)
-    if rel is not None and (refused := unknown_relationships("--rel", [rel], ontology, one=True)):
-        raise CliError(refused + _default_ontology_hint(ontology_file))
-    known = _instant(known_at, "--known-at")
-    valid = _instant(valid_at, "--valid-at") if valid_at else None
+    try:
+        request = history_request_from(tenant, params, ontology, wall_clock_micros(), _flag)
+    except UnknownToOntology as error:
+        raise CliError(str(error) + _default_ontology_hint(ontology_file)) from None
     with reading(state) as store:
-        result = QueryEngine(store, ontology).history(tenant, entity, known, valid, rel, store.adjacent_any)
+        result = QueryEngine(store, ontology).history(*request, store.adjacent_any)
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:

@@ -37,10 +37,9 @@ from processors.queries import (
     QueryEngine,
     QueryRequest,
     StaleSources,
-    instant_param,
+    history_request_from,
     no_stale_sources,
     request_from,
-    unknown_relationships,
 )
 from processors.traversal import PlanRefused
 from schemas.cache import CacheInvalidation
@@ -218,15 +217,10 @@ class LedgerService:
         return result, status
 
     def history(self, tenant: str, params: HistoryParams) -> HistoryResult:
-        if params.rel is not None and (refused := unknown_relationships("rel", [params.rel], self.ontology, one=True)):
-            raise InvalidQuery(refused)
-        known_at = instant_param(params.known_at, "known_at")
-        valid_at = instant_param(params.valid_at, "valid_at")
+        request = history_request_from(tenant, params, self.ontology, self.wall_clock())
         with self.lock:
             self.follower.refresh()
-            return self.engine_uncached.history(
-                tenant, params.entity, self.wall_clock() if known_at is None else known_at, valid_at, params.rel,
-                self.follower.adjacent_any)
+            return self.engine_uncached.history(*request, self.follower.adjacent_any)
 
     def health(self) -> HealthOut:
         with self.lock:
