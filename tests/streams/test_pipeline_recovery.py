@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import streams.replica
+from processors.heap import SettledHeap
 from state import codec
 from state.kv import RocksKV
 from streams.ledger_files import load_into
@@ -112,7 +115,8 @@ def test_crash_between_commit_and_send_resends_the_outbox(kafka_broker, stream, 
     assert_exactly_once_effect(kafka_broker.bootstrap, topics, expected)
 
 
-def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker, stream, tmp_path: Path) -> None:
+def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker, stream, tmp_path: Path,
+                                                                    monkeypatch) -> None:
     events, expected = stream
     topics = fresh_topics()
     ensure_topics(kafka_broker.bootstrap, topics)
@@ -140,8 +144,31 @@ def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker,
     assert sum(counts) >= 20_000
     assert comparable_state(tmp_path / "w1") | comparable_state(tmp_path / "w2") == comparable_state(expected)
     assert_exactly_once_effect(kafka_broker.bootstrap, topics, expected)
-    run_replica(tmp_path / "replica", kafka_broker.bootstrap, topics, idle_exit_after=2)
+    settled: list[int] = []
+
+    class CountingHeap:
+        """A ``SettledHeap`` that counts its events (compiled, it cannot be subclassed here)."""
+
+        def __init__(self) -> None:
+            self.heap = SettledHeap()
+            self.when_idle = self.heap.when_idle
+
+        def after_event(self) -> None:
+            settled.append(1)
+            self.heap.after_event()
+
+        def __enter__(self) -> CountingHeap:
+            self.heap.__enter__()
+            return self
+
+        def __exit__(self, *exc_info: object) -> None:
+            self.heap.__exit__(*exc_info)
+
+    monkeypatch.setattr(streams.replica, "SettledHeap", CountingHeap)
+    applied = run_replica(tmp_path / "replica", kafka_broker.bootstrap, topics, idle_exit_after=2)
     assert comparable_state(tmp_path / "replica") == comparable_state(expected), "a query replica sees it all"
+    assert len(settled) == applied > 0, "the replica keeps the collector off what it has replayed"
+    assert gc.get_freeze_count() == 0, "and hands it back when it stops"
 
 
 def _holds_partitions(worker: LogPipe) -> bool:
