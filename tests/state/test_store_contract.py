@@ -98,6 +98,29 @@ def test_a_past_adjacency_read_is_exactly_what_was_recorded_by_then(backend) -> 
         assert read == [v for v in every if v.tx_from <= known_at], known_at
 
 
+def test_an_adjacency_key_whose_version_is_missing_is_a_format_error(backend) -> None:
+    """In a long adjacency, a one-version one, and a read of every relationship at a node: an ``A`` key
+    always has its ``V`` row in a state this code wrote, so a missing one is named, never skipped."""
+    from state.keys import pack
+    from state.store import StateFormatError
+    from tests.benchmarks.generate import generate_events
+
+    ledger = Ledger(kv=backend())
+    ledger.send(*generate_events(600, 40, seed=9))
+    hub = "Service:cmdb:S0"
+    versions = ledger.store.adjacent("acme", hub, "depends_on", "in")
+    middle = versions[len(versions) // 2]
+    ledger.at("2026-01-01").change("cmdb", "svc/LONE").asserts(
+        "Service:cmdb:LONE", "depends_on", hub, valid_from="2026-01-01").send()
+    [lone] = ledger.store.adjacent("acme", "Service:cmdb:LONE", "depends_on", "out")
+    ledger.kv.write([], [b"V" + pack("acme", middle.edge_id), b"V" + pack("acme", lone.edge_id)])
+    for read in (lambda: ledger.store.adjacent("acme", hub, "depends_on", "in"),
+                 lambda: ledger.store.adjacent("acme", lone.src, lone.rel, "out"),
+                 lambda: ledger.store.adjacent_any("acme", hub)):
+        with pytest.raises(StateFormatError, match="indexes no stored version"):
+            read()
+
+
 class _CountingKV:
     """A ``MemoryKV`` that counts the rows its scans hand out."""
 
