@@ -13,6 +13,12 @@ waits, for a full pass (unfreeze, collect, freeze again) or for ``release``. A f
 has nothing to do (``when_idle``, once ``full_every_s`` has passed); under unbroken load ``settle``
 runs it once it is ``overdue_factor`` times that late, so cyclic garbage stays bounded.
 
+A service whose every request leaves garbage in reference cycles (the HTTP API's framework does)
+would freeze that garbage with the rest, and keep it until the next full pass: 1.5 million objects
+and 260 MB more after 20,000 requests. ``collect_young`` collects the young generations before each
+freeze, so only what is alive is frozen (2-3 ms at a time in ``serve``, which settles every 50
+requests). ``load``, the workers and the replica, whose replays leave no such garbage, do without it.
+
 While settled, the young generation is collected after 50,000 new objects rather than CPython's
 700 (``THRESHOLDS``): a batch's objects die by reference counting when it commits, and scanning them
 every 700 allocations was wasted work (2.4 % of the loading thread's instructions on a 20k-event
@@ -32,8 +38,9 @@ THRESHOLDS = (50_000, 20, 100)
 
 class SettledHeap:
     def __init__(self, full_every_s: float = 600.0, settle_every: int = 250, overdue_factor: float = 3.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, collect_young: bool = False) -> None:
         self.full_every_s = full_every_s
+        self.collect_young = collect_young
         self.settle_every = settle_every
         self.overdue_factor = overdue_factor
         self._clock = clock
@@ -51,6 +58,8 @@ class SettledHeap:
         """Freeze what is alive now, after a full pass if one is long overdue."""
         if self._since_full() >= self.full_every_s * self.overdue_factor:
             self._full_pass()
+        elif self.collect_young:
+            gc.collect(1)
         gc.freeze()
         self._events = 0
 

@@ -82,3 +82,16 @@ def test_the_young_generation_waits_longer_while_settled_and_the_old_thresholds_
     with SettledHeap():
         assert gc.get_threshold() == THRESHOLDS
     assert gc.get_threshold() == before
+
+
+def test_collect_young_frees_the_cyclic_garbage_of_the_young_generations_before_it_freezes() -> None:
+    """A service's requests leave cycles behind: without this, each freeze would keep them until a full pass."""
+    gc.collect()
+    with SettledHeap(collect_young=True) as young, SettledHeap() as plain:
+        kept = cyclic_garbage()
+        plain.settle()
+        assert kept() is not None, "a plain settle freezes young garbage with the survivors"
+        freed = cyclic_garbage()
+        young.settle()
+        assert freed() is None
+        assert gc.get_freeze_count() > 0

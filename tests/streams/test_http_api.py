@@ -3,6 +3,7 @@ schemathesis fuzz of the API from its own OpenAPI document (in-process ASGI, no 
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 from collections.abc import Iterator
@@ -260,3 +261,18 @@ def test_the_api_conforms_to_its_own_document(client: TestClient, mode: schemath
             case.call_and_validate(checks=CHECKS)
 
         conforms()
+
+
+def test_serve_keeps_the_collector_off_its_caches_while_it_runs_and_hands_it_back(state: Path, tmp_path: Path) -> None:
+    """As load and the workers do, so that full collections over the read caches do not stall answers."""
+    from processors.heap import THRESHOLDS
+    from streams.http_api import SETTLE_EVERY_REQUESTS
+
+    gc.unfreeze()
+    before = gc.get_threshold()
+    with TestClient(create_app(state, cache_dir=tmp_path / "cache", refresh_interval_s=0)) as client:
+        assert gc.get_threshold() == THRESHOLDS
+        for _ in range(SETTLE_EVERY_REQUESTS):
+            assert client.get(f"{BASE}/owners-of", params=ENDPOINTS["owners-of"]).status_code == 200
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
