@@ -166,7 +166,7 @@ HISTORY_DESCRIPTION = (
 )
 
 SETTLE_EVERY_REQUESTS = 50
-"""With CPython's own thresholds, a full collection of about 70 ms every 900 or so requests made the
+"""With CPython's own thresholds, a full collection of 70-100 ms every 900 or so requests made the
 slowest answers. Settled every 50 requests (in-process, 20,000 requests on a 300k-event ledger,
 three pairs interleaved with the code before): p99.9 68-73 -> 6.2-8.4 ms, max 109-116 -> 9.7-10.9
 ms, p99 4.0-4.3 -> 4.5-5.7 ms (a young collection of 2-3 ms lands on every 50th request). Every 250

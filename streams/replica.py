@@ -48,9 +48,8 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
 
     applied = 0
     idle_since = time.monotonic()
-    heap = SettledHeap()
     try:
-        with heap:
+        with SettledHeap() as heap:
             while not stop.is_set():
                 message = consumer.poll(0.2)
                 if message is None:
