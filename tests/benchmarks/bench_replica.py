@@ -41,6 +41,7 @@ from streams.broker import EmbeddedBroker
 from streams.produce import produce_lines
 from streams.topics import DEFAULT_PARTITIONS, Topic, TopicSettings, ensure_topics
 from tests.benchmarks.pipeline_load import event_lines, spawn, worker_command
+from tests.benchmarks.trees import in_round_order, parse_trees, tree_environment
 
 IDLE_EXIT = 2.0
 GROUP = "bench-replica"
@@ -97,7 +98,7 @@ def replay_run(kind: str, tree: Path, round_no: int, bootstrap: str, topics: Top
     out, err = work / f"{kind}-{round_no}.out", work / f"{kind}-{round_no}.err"
     with out.open("wb") as stdout, err.open("wb") as stderr:
         started = time.perf_counter()
-        process = subprocess.Popen(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+        process = subprocess.Popen(command, cwd=tree, env=tree_environment(tree),
                                    stdout=stdout, stderr=stderr)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trees", default=str(ROOT),
                         help="comma-separated source trees to run the replica from (default: this one)")
     args = parser.parse_args(argv)
-    trees = [Path(tree).resolve() for tree in args.trees.split(",")]
+    trees = parse_trees(args.trees)
     with tempfile.TemporaryDirectory(prefix="bench-replica-") as scratch, EmbeddedBroker() as broker:
         work = Path(scratch)
         topics = TopicSettings(prefix="benchreplica.")
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: list[ReplayRun] = []
         log_records = 0
         for round_no in range(args.rounds):
-            for tree in trees if round_no % 2 == 0 else trees[::-1]:
+            for tree in in_round_order(trees, round_no):
                 for kind in ("replica", "rebuild"):
                     run = replay_run(kind, tree, round_no, broker.bootstrap, topics, work, expected, log_records)
                     log_records = run.records

@@ -112,10 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.child is not None:
         print(json.dumps(child(args.child, args.requests, args.seed)))
         return 0
+    # Here, not at the top: a child runs this file against another tree, which may not have these.
     from streams.ledger_files import load_into
     from tests.benchmarks.generate import generate_events
+    from tests.benchmarks.trees import in_round_order, parse_trees, tree_environment
 
-    trees = [Path(tree).resolve() for tree in args.trees.split(",")]
+    trees = parse_trees(args.trees)
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as scratch:
         events, state = Path(scratch) / "events.jsonl", Path(scratch) / "ledger"
         with events.open("w") as out:
@@ -128,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
               "| CPU s | peak RSS MB | unreachable after | load average |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for round_no in range(args.rounds):
-            for tree in trees if round_no % 2 == 0 else trees[::-1]:
+            for tree in in_round_order(trees, round_no):
                 command = [sys.executable, str(Path(__file__).resolve()), "--child", str(state),
                            "--requests", str(args.requests), "--seed", str(args.seed)]
-                done = subprocess.run(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                done = subprocess.run(command, cwd=tree, env=tree_environment(tree),
                                       capture_output=True, text=True, check=False)
                 if done.returncode != 0:
                     raise RuntimeError(f"the run from {tree} failed:\n{done.stderr[-2000:]}")
