@@ -99,7 +99,7 @@ from tests.benchmarks.pipeline_load import (
     spawn,
     worker_command,
 )
-from tests.benchmarks.stats import percentile
+from tests.benchmarks.stats import load_average, percentile
 
 QUICK_EVENTS = 20_000
 DEFAULT_EVENTS = 200_000
@@ -119,10 +119,6 @@ KINDS = {
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def load() -> str:
-    return "{:.1f}/{:.1f}".format(*os.getloadavg()[:2])
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
@@ -229,7 +225,7 @@ def throughput_run(kind: str, round_no: int, lines: list[bytes], work: Path) -> 
             first_batch_s=first[-1].created - spawned,
             steady_rate=(on_topic - sum(m.events for m in first)) / span if span > 0 else None,
             all_out_s=last[-1].created - spawned, batches=len(batches), median_batch=sizes[len(sizes) // 2],
-            observer_share=None, cpu_per_event_us=None, cpu_utilisation=None, on_topic=on_topic, load=load(),
+            observer_share=None, cpu_per_event_us=None, cpu_utilisation=None, on_topic=on_topic, load=load_average(),
             fifths=(window(0, min(fifth, last_index)), window(max(0, last_index - fifth), last_index)))
     done = next(event for event in pipe.json_events() if event["event"] == "done")
     constructed = done["constructed"]
@@ -244,7 +240,7 @@ def throughput_run(kind: str, round_no: int, lines: list[bytes], work: Path) -> 
         observer_share=done["observer_seconds"] / done["busy"] if kind == "a" and done.get("busy") else None,
         cpu_per_event_us=done.get("cpu_per_event_us"), cpu_utilisation=done.get("cpu_utilisation"),
         fifths=(done["first_fifth"][0], done["last_fifth"][0]) if "first_fifth" in done else (None, None),
-        on_topic=on_topic, load=load())
+        on_topic=on_topic, load=load_average())
 
 
 def throughput(n_events: int, rounds: int, work: Path) -> list[ThroughputRun]:
@@ -254,7 +250,7 @@ def throughput(n_events: int, rounds: int, work: Path) -> list[ThroughputRun]:
     for round_no in range(1, rounds + 1):
         # ABBA: a, b, c then c, b, a, so a steady drift of the machine's load does not favour one kind
         for kind in (list(KINDS) if round_no % 2 else list(reversed(KINDS))):
-            log(f"throughput round {round_no}: {kind} ({KINDS[kind]}), load {load()}")
+            log(f"throughput round {round_no}: {kind} ({KINDS[kind]}), load {load_average()}")
             run = throughput_run(kind, round_no, lines, work)
             log(f"  steady {fmt(run.steady_rate, 0)} events/s, all out {fmt(run.all_out_s)} s, "
                 f"{run.on_topic:,}/{n_events:,} on topic")
@@ -482,7 +478,7 @@ def freshness_run(variant: FreshnessVariant, rate: float, seconds: float, warmup
     return FreshnessRun(variant, producer.sent, producer.achieved_rate, len(lags), quantiles(lags),
                         quantiles(on_topic), quantiles(seen), len(by_batch),
                         statistics.median(by_batch.values()) if by_batch else 0, applied,
-                        done.get("cpu_utilisation"), load())
+                        done.get("cpu_utilisation"), load_average())
 
 
 # -- 3. restart ---------------------------------------------------------------------------------------------------
@@ -558,7 +554,7 @@ def restart_run(mode: str, trial: int, rate: float, work: Path, before_kill: flo
         resume_s=resumed.created - spawned if resumed else None,
         drained_s=max(a.created for a in backlog) - spawned if backlog else None,
         outage_max_lag_s=max((a.tx_from - a.detected_at) for a in outage) / 1_000_000 if outage else None,
-        produced=producer.sent, applied=applied, load=load())
+        produced=producer.sent, applied=applied, load=load_average())
 
 
 # -- report ---------------------------------------------------------------------------------------------------------
@@ -780,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"(choose from {', '.join(SCENARIOS)})")
     command = "python -m tests.benchmarks.bench_pipeline " + " ".join(argv if argv is not None else sys.argv[1:])
     started = time.perf_counter()
-    load_before = load()
+    load_before = load_average()
     tp: list[ThroughputRun] = []
     fresh: list[FreshnessRun] = []
     restarts: list[RestartRun] = []
@@ -795,21 +791,22 @@ def main(argv: list[str] | None = None) -> int:
         if "freshness" in only:
             for variant in variants:
                 log(f"freshness: {variant.name} ({variant.describe()}), {args.rate:.0f}/s for {args.seconds:.0f} s, "
-                    f"load {load()}")
+                    f"load {load_average()}")
                 run = freshness_run(variant, args.rate, args.seconds, args.warmup, work)
                 log(f"  p50 {fmt(run.lag_ms['p50'])} ms, p99 {fmt(run.lag_ms['p99'])} ms over {run.measured:,}")
                 fresh.append(run)
         if "restart" in only:
             for trial in range(1, trials + 1):
                 for mode in ("run", "bare"):
-                    log(f"restart: {mode} trial {trial}, load {load()}")
+                    log(f"restart: {mode} trial {trial}, load {load_average()}")
                     run = restart_run(mode, trial, args.rate, work)
                     log(f"  resume {fmt(run.resume_s, 2)} s, drained {fmt(run.drained_s, 2)} s, "
                         f"applied {run.applied:,}/{run.produced:,}")
                     restarts.append(run)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(report(args, command, (load_before, load()), tp, split, fresh, restarts, time.perf_counter() - started))
+    print(report(args, command, (load_before, load_average()), tp, split, fresh, restarts,
+                 time.perf_counter() - started))
     return 0
 
 

@@ -41,6 +41,7 @@ from streams.broker import EmbeddedBroker
 from streams.produce import produce_lines
 from streams.topics import DEFAULT_PARTITIONS, Topic, TopicSettings, ensure_topics
 from tests.benchmarks.pipeline_load import event_lines, spawn, worker_command
+from tests.benchmarks.stats import load_average
 from tests.benchmarks.trees import in_round_order, parse_trees, tree_environment
 
 IDLE_EXIT = 2.0
@@ -109,7 +110,7 @@ def replay_run(kind: str, tree: Path, round_no: int, bootstrap: str, topics: Top
     matches = versions_digest(state) == expected
     shutil.rmtree(state, ignore_errors=True)
     return ReplayRun(kind, tree, round_no, records, usage.ru_utime + usage.ru_stime, wall - idle, matches,
-                     "{:.1f}/{:.1f}".format(*os.getloadavg()[:2]))
+                     load_average())
 
 
 def main(argv: list[str] | None = None) -> int:

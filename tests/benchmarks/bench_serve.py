@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import random
 import resource
 import subprocess
@@ -45,6 +44,7 @@ def child(state: Path, requests: int, seed: int) -> dict:
     from state.keys import unpack
     from state.kv import RocksKV
     from streams.http_api import create_app
+    from tests.benchmarks.stats import percentile
 
     kv = RocksKV(state, read_only=True)
     try:
@@ -89,12 +89,11 @@ def child(state: Path, requests: int, seed: int) -> dict:
         cpu = time.process_time() - cpu
         gc.callbacks.remove(timed)
     gc.unfreeze()
-    latencies.sort()
 
     def at(share: float) -> float:
-        return latencies[min(len(latencies) - 1, int(share * len(latencies)))] * 1e3
+        return percentile(latencies, share) * 1e3
 
-    return {"p50": at(0.5), "p99": at(0.99), "p999": at(0.999), "max": latencies[-1] * 1e3, "cpu_s": cpu,
+    return {"p50": at(0.5), "p99": at(0.99), "p999": at(0.999), "max": max(latencies) * 1e3, "cpu_s": cpu,
             "collections": collections, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "unreachable": gc.collect()}
 
@@ -115,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     # Here, not at the top: a child runs this file against another tree, which may not have these.
     from streams.ledger_files import load_into
     from tests.benchmarks.generate import generate_events
+    from tests.benchmarks.stats import load_average
     from tests.benchmarks.trees import in_round_order, parse_trees, tree_environment
 
     trees = parse_trees(args.trees)
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 gcs = ", ".join(f"{count} ({seconds:.2f})" for count, seconds in run["collections"].values())
                 print(f"| {round_no} | {tree} | {run['p50']:.2f} | {run['p99']:.2f} | {run['p999']:.2f} "
                       f"| {run['max']:.1f} | {gcs} | {run['cpu_s']:.1f} | {run['rss_mb']:.0f} "
-                      f"| {run['unreachable']:,} | {'{:.1f}/{:.1f}'.format(*os.getloadavg()[:2])} |", flush=True)
+                      f"| {run['unreachable']:,} | {load_average()} |", flush=True)
     return 0
 
 
