@@ -52,6 +52,14 @@ def source_hashes(root: Path) -> dict[str, str]:
     return {path: hashlib.sha256((root / path).read_bytes()).hexdigest() for path in COMPILED}
 
 
+def interpreter() -> str:
+    """The interpreter build a compiled core is for: its ABI tag and its build (version, date and
+    compiler). A core built by another 3.11 would load, but it was compiled with that interpreter's
+    headers and flags; ``./dev`` makes ``.venv`` again when it picks another interpreter, and the
+    core is then built again too."""
+    return f"{sys.implementation.cache_tag} {sys.version}"
+
+
 def build_is_current(root: Path) -> tuple[bool, str]:
     try:
         manifest = json.loads((root / BUILD_DIR / MANIFEST).read_text())
@@ -59,8 +67,8 @@ def build_is_current(root: Path) -> tuple[bool, str]:
         return False, f"no build in {root / BUILD_DIR} (python -m streams.native_build)"
     except (OSError, ValueError) as error:
         return False, f"unreadable build manifest: {error}"
-    if manifest.get("python") != sys.implementation.cache_tag:
-        return False, f"built for {manifest.get('python')}, this is {sys.implementation.cache_tag}"
+    if manifest.get("python") != interpreter():
+        return False, f"built for {manifest.get('python')}, this is {interpreter()}"
     try:
         current = source_hashes(root)
     except OSError as error:

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from processors.native import BUILD_DIR, COMPILED, MANIFEST, ROOT, build_is_current, decide, source_hashes
+from processors.native import BUILD_DIR, COMPILED, MANIFEST, ROOT, build_is_current, decide, interpreter, source_hashes
 
 GROUP = "edgeledger_core"
 """mypyc's shared runtime for the group: the top-level module ``edgeledger_core__mypyc`` in the build."""
@@ -36,7 +36,7 @@ and without a C compiler each attempt would spend seconds type-checking only to 
 
 
 def _stamp(hashes: dict[str, str]) -> dict[str, object]:
-    return {"python": sys.implementation.cache_tag, "sources": hashes}
+    return {"python": interpreter(), "sources": hashes}
 
 
 def _failed_before(root: Path, stamp: dict[str, object]) -> bool:

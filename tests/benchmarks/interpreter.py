@@ -1,0 +1,13 @@
+"""Which interpreter build a benchmark runs on, for its report: a build with profile-guided and
+link-time optimisation ran the load 15-21 % faster than one without (README, performance)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def interpreter_in_use() -> str:
+    """The interpreter behind this process (a virtual environment's base), and its version line."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    return f"{os.path.realpath(base)}: Python {sys.version}"
