@@ -5,11 +5,11 @@
 
 Each tree runs with the interpreter of its own ``.venv`` (made by ``./dev``, or by hand from another
 interpreter) and its own compiled core, built by that interpreter; a tree must hold this module
-(this commit or a later one). One generated history is loaded
-by every tree in each round, in ABBA order (``trees.in_round_order``), each load in a child process
-measured as ``./dev bench`` measures it (``bench_ledger.timed_load``): loading-thread CPU, process
-CPU and wall clock. Children inherit the environment, so run this under ``LD_PRELOAD`` of tcmalloc
-to compare as ``./dev bench`` loads; every row names the interpreter and allocator it ran on.
+(this commit or a later one). One generated history is loaded by every tree in each round, in ABBA
+order (``trees.in_round_order``), each load in a child process measured as ``./dev bench`` measures
+it (``bench_ledger.timed_load``): loading-thread CPU, process CPU and wall clock. Children inherit
+the environment, so run this under ``LD_PRELOAD`` of tcmalloc to compare as ``./dev bench`` loads;
+every row names the interpreter, the allocator and the core it ran on.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def child(events_file: Path, state: Path, events: int, lines: int) -> int:
     figures = timed_load(state, events_file, events, lines)
     print(json.dumps({
         "interpreter": interpreter_in_use(), "allocator": allocator_in_use(),
-        "core": native.decide()[1] if native.active() else "pure Python",
+        "core": "compiled" if native.active() else f"pure Python ({native.decide()[1]})",
         "thread_cpu_s": figures.thread_cpu_s, "cpu_s": figures.cpu_s, "wall_s": figures.wall_s,
         "balanced": bool(figures.summary["balanced"]),
     }))
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     trees = parse_trees(args.trees)
     print(f"### The load on each tree's interpreter: {args.events:,} events, {args.entities:,} entities\n")
     print("| round | tree | loading-thread CPU | events/s | process CPU | wall | load avg | interpreter | "
-          "allocator | balanced |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "allocator | core | balanced |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     per_tree: dict[Path, list[float]] = {tree: [] for tree in trees}
     with generated_history("edgeledger-interpreters-", args.events, args.entities, args.seed) as (work, events_file):
         with open(events_file, "rb") as handle:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {round_no + 1} | {tree} | {result['thread_cpu_s']:.1f} s | "
                       f"{args.events / result['thread_cpu_s']:,.0f} | {result['cpu_s']:.1f} s | "
                       f"{result['wall_s']:.1f} s | {load_average()} | {result['interpreter']} | "
-                      f"{result['allocator']} | {result['balanced']} |", flush=True)
+                      f"{result['allocator']} | {result['core']} | {result['balanced']} |", flush=True)
     print()
     for tree, seconds in per_tree.items():
         mean = sum(seconds) / len(seconds)
