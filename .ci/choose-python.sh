@@ -29,16 +29,8 @@ assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")
 EOF
 }
 
-install_missing() {
-  [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 || return 1
-  export DEBIAN_FRONTEND=noninteractive
-  local packages=(python3.11-venv python3.11-dev)
-  apt-get install -y -qq "${packages[@]}" >/dev/null 2>&1 \
-    || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "${packages[@]}" >/dev/null 2>&1; }
-}
-
 if [ "${EDGELEDGER_SYSTEM_PYTHON:-1}" != 0 ] && [ -x "$SYSTEM" ]; then
-  if usable || { install_missing && usable; }; then
+  if usable || { bash "$(dirname "$0")/apt-install.sh" python3.11-venv python3.11-dev && usable; }; then
     printf '%s\n' "$SYSTEM"
     exit 0
   fi
