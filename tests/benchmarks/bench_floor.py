@@ -13,9 +13,17 @@ RocksDB layout:
 It resolves no mentions, reads no believed versions, closes nothing and appends no remainders.
 The real ledger writes about two versions per event here, not one, so the floor is a lower bound.
 The ledger's run also times its own RocksDB write (one per batch) and counts the rows it writes:
-what those rows cost RocksDB alone, whatever code builds them. Both run ``--rounds`` times,
-interleaved, on one generated file; the report gives the loading-thread CPU of each run. The
-machine is shared: compare rates within one report only.
+what those rows cost RocksDB alone, whatever code builds them.
+
+The yardstick is the loop the ledger issue states its target beside: "a bare loop of decode
+(pydantic ``model_validate_json``) + rocksdict WriteBatch runs at about 150k events/s"; the target,
+25,000, is a sixth of that. Here it validates each line from its bytes and puts the line under its
+event id, a write batch per ``BATCH_EVENTS`` events without the write-ahead log. The machine's speed
+moves by tens of percent between days and the yardstick moves with it, so the ledger's rate as a
+share of the yardstick's says where the code stands whatever the day.
+
+All three run ``--rounds`` times, interleaved, on one generated file; the report gives the
+loading-thread CPU of each run. The machine is shared: compare rates within one report only.
 """
 
 from __future__ import annotations
@@ -28,9 +36,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import orjson
+from rocksdict import WriteBatch
 
 from processors.batch import BATCH_EVENTS
-from schemas.events import ChangeEvent, validate_event
+from schemas.events import EVENT_ADAPTER, ChangeEvent, validate_event
 from schemas.times import to_micros
 from state import codec
 from state.keys import encode_int, pack
@@ -38,6 +47,12 @@ from state.kv import OrderedKV, RocksKV
 from state.store import LedgerStore
 from streams.ledger_files import load_files
 from tests.benchmarks.bench_ledger import TENANT, command_line, generated_history
+from tests.benchmarks.stats import load_average
+
+YARDSTICK_RATE = 150_000
+"""The ledger issue's figure for its yardstick loop on this machine kind, events/s."""
+TARGET_RATE = 25_000
+"""The ledger issue's target for ``load``, events/s on one core."""
 
 
 def floor_load(state: Path, events_file: Path) -> tuple[int, float]:
@@ -65,6 +80,45 @@ def floor_load(state: Path, events_file: Path) -> tuple[int, float]:
     elapsed = time.thread_time() - started
     kv.close()
     return changes, elapsed
+
+
+def yardstick_load(state: Path, events_file: Path) -> float:
+    """The issue's yardstick loop over the file's events; loading-thread CPU seconds."""
+    kv = RocksKV(state, bulk=True)
+    db = kv._db  # rocksdict's own WriteBatch and write, with no layer of ours between
+    validate_json = EVENT_ADAPTER.validator.validate_json
+    started = time.thread_time()
+    batch, in_batch = WriteBatch(raw_mode=True), 0
+    with open(events_file, "rb") as lines:
+        for line in lines:
+            event = validate_json(line)
+            batch.put(b"I" + (event.__dict__["event_id"] or "clock").encode(), line)  # a clock event has none
+            in_batch += 1
+            if in_batch == BATCH_EVENTS:
+                db.write(batch)
+                batch, in_batch = WriteBatch(raw_mode=True), 0
+    db.write(batch)
+    elapsed = time.thread_time() - started
+    kv.close()
+    return elapsed
+
+
+def yardstick_summary(changes: int, rounds: list[tuple[float, float]]) -> str:
+    """Where the ledger stands against the yardstick: per round (``rounds``: the yardstick's and the
+    ledger's seconds), the ledger's rate as a share of the yardstick's, beside the target's share of
+    the issue's figure, and the target scaled to the speed the machine ran the yardstick at."""
+    target_share = TARGET_RATE / YARDSTICK_RATE
+    lines = [f"The ledger's rate as a share of the yardstick's; the target is {TARGET_RATE:,} of "
+             f"{YARDSTICK_RATE:,}, {target_share:.1%}:", ""]
+    for round_number, (yardstick_s, ledger_s) in enumerate(rounds, 1):
+        yardstick_rate = changes / yardstick_s
+        share = yardstick_s / ledger_s
+        lines.append(f"- round {round_number}: the yardstick ran at {yardstick_rate:,.0f} events/s "
+                     f"({yardstick_rate / YARDSTICK_RATE:.0%} of the issue's figure) and the ledger at "
+                     f"{share:.1%} of it. The target scaled to this machine is "
+                     f"{target_share * yardstick_rate:,.0f} events/s; the ledger reached "
+                     f"{share / target_share:.0%} of it.")
+    return "\n".join(lines)
 
 
 def _with_changes(puts: list[tuple[bytes, bytes]], tenant: bytes,
@@ -147,16 +201,22 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Command: `{command_line(args, parser.prog)}`\n")
         print("| round | path | loading-thread CPU s | events/s | µs per event | RocksDB rows per event |")
         print("|---|---|---|---|---|---|")
+        against_yardstick = []
         for round_number in range(1, args.rounds + 1):
+            shutil.rmtree(work / "yardstick", ignore_errors=True)
+            yardstick_s = yardstick_load(work / "yardstick", events_file)
             shutil.rmtree(work / "floor", ignore_errors=True)
             changes, floor_s = floor_load(work / "floor", events_file)
             shutil.rmtree(work / "ledger", ignore_errors=True)
             ledger_s, timed = ledger_load(work / "ledger", events_file)
+            against_yardstick.append((yardstick_s, ledger_s))
             rows = f"{timed.rows / changes:.2f}"
-            for name, seconds, per_event in (("floor", floor_s, ""), ("ledger (`load`)", ledger_s, rows),
+            for name, seconds, per_event in (("the issue's yardstick", yardstick_s, "1.00"), ("floor", floor_s, ""),
+                                             ("ledger (`load`)", ledger_s, rows),
                                              ("ledger: its RocksDB writes alone", timed.write_seconds, rows)):
                 print(f"| {round_number} | {name} | {seconds:.2f} | {changes / seconds:,.0f} | "
                       f"{seconds / changes * 1e6:.1f} | {per_event} |")
+        print(f"\n{yardstick_summary(changes, against_yardstick)}\n\nLoad average {load_average()} at the end.")
 
 
 if __name__ == "__main__":
