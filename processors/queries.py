@@ -10,12 +10,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, NoReturn
 
 from processors.identity import entity_type_of, normalise_name
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
-from processors.traversal import UNBOUNDED_HOPS, Limits, Path, Plan, PlanRefused, Step, Traversal, traverse
+from processors.traversal import (
+    UNBOUNDED_HOPS,
+    ExpansionBudgetSpent,
+    Limits,
+    Path,
+    Plan,
+    PlanRefused,
+    Step,
+    Traversal,
+    traverse,
+)
 from schemas.ontology import Ontology
 from schemas.query_params import (
     QUERY_NAMES,
@@ -90,10 +100,15 @@ def unknown_relationships(label: str, relationships: Iterable[str], ontology: On
     return f"{label}: unknown {named}; one of: {', '.join(ontology.relationships)}"
 
 
-def reversed_window(start: int, end: int | None, start_label: str, end_label: str) -> str | None:
-    """Why a ``changed-between`` window [start, end) is refused, or None: it must not be empty."""
+def reversed_window(start: int, end: int | None, known_at: int, label: Callable[[str], str] = str) -> str | None:
+    """Why a ``changed-between`` window [start, end) is refused, or None: it must not be empty. With no
+    ``end`` the window ends at ``known_at``, and the same rule holds."""
+    start_label, end_label, known_at_label = label("from"), label("to"), label("known_at")
     if end is not None and end <= start:
         return f"{start_label} must be before {end_label}: the window is [{start_label}, {end_label})"
+    if end is None and known_at <= start:
+        return (f"{start_label} must be before {known_at_label}: with no {end_label}, the window is "
+                f"[{start_label}, {known_at_label})")
     return None
 
 
@@ -159,21 +174,22 @@ def request_from(name: str, tenant: str, params: QueryParams, ontology: Ontology
         if refused:
             raise UnknownToOntology(refused)
         options["edges"] = edges
+    valid_at = instant_param(params.valid_at, "valid_at", label)
+    known_at = instant_param(params.known_at, "known_at", label)
+    known_at = now if known_at is None else known_at
     if isinstance(params, ChangedParams):
         start, end = instant_param(params.from_, "from", label), instant_param(params.to, "to", label)
         assert start is not None  # a required parameter
-        refused = reversed_window(start, end, label("from"), label("to"))
+        refused = reversed_window(start, end, known_at, label)
         if refused:
             raise InvalidQuery(refused)
         options.update(changed_from=start, changed_to=end, axis=params.axis)
-    valid_at = instant_param(params.valid_at, "valid_at", label)
-    known_at = instant_param(params.known_at, "known_at", label)
     return QueryRequest(
         name=name,
         tenant=tenant,
         entity=params.entity,
         valid_at=now if valid_at is None else valid_at,
-        known_at=now if known_at is None else known_at,
+        known_at=known_at,
         limits=Limits(params.max_depth, params.max_expansions, params.max_paths, params.max_evidence_tokens,
                       params.max_degree),
         **options,
@@ -399,28 +415,45 @@ class QueryEngine:
             return instant is not None and start <= instant < end
 
         walk = Traversal()
-        changes: list[Change] = []
-        for rel in self.ontology.relationships:
-            for direction in ("out", "in"):
-                walk.read_set.add((anchor, rel, direction))
-                # Only what was recorded by known_at is read or counted, so a past answer's counts hold.
-                for version in self.reader.iter_adjacent(request.tenant, anchor, rel, direction, request.known_at):
-                    walk.edges_read += 1
-                    found = _changes_of(version, request, within)
-                    if not found:
-                        continue
-                    if len(walk.paths) >= request.limits.max_paths:
-                        walk.hit("max_paths")
-                        walk.frontier.append((anchor, 0, "max_paths"))
-                        result.changes = changes
-                        return walk
-                    changes.extend(found)
-                    other = version.dst if direction == "out" else version.src
-                    walk.edges[version.edge_id] = version
-                    walk.paths.append(_single(anchor, other, version.edge_id))
-        changes.sort(key=lambda c: (c.at or "", c.edge_id))
-        result.changes = changes
+        changes: list[tuple[int, Change]] = []
+        try:
+            for rel in self.ontology.relationships:
+                for direction in ("out", "in"):
+                    self._changes_at(request, anchor, rel, direction, within, walk, changes)
+        except ExpansionBudgetSpent:
+            pass  # the walk says which ceiling stopped it, and the anchor is its frontier
+        changes.sort(key=lambda item: (item[0], item[1].edge_id))
+        result.changes = [change for _, change in changes]
         return walk
+
+    def _changes_at(self, request: QueryRequest, anchor: str, rel: str, direction: Direction,
+                    within: Callable[[int | None], bool], walk: Traversal, changes: list[tuple[int, Change]]) -> None:
+        """One adjacency of the anchor, under the ceilings every walk has (``traversal._expand``): each
+        edge record read counts against ``max_expansions``, at most ``max_degree`` neighbours per
+        adjacency, at most ``max_paths`` changed edges in all."""
+        limits = request.limits
+        walk.read_set.add((anchor, rel, direction))
+        neighbours: set[str] = set()
+        # Only what was recorded by known_at is read or counted, so a past answer's counts hold.
+        for version in self.reader.iter_adjacent(request.tenant, anchor, rel, direction, request.known_at):
+            if walk.edges_read >= limits.max_expansions:
+                _stop(walk, anchor, "max_expansions")
+            walk.edges_read += 1
+            found = _changes_of(version, request, within)
+            if not found:
+                continue
+            other = version.dst if direction == "out" else version.src
+            if other not in neighbours and len(neighbours) >= limits.max_degree:
+                walk.hit("max_degree")
+                if (anchor, 0, "max_degree") not in walk.frontier:
+                    walk.frontier.append((anchor, 0, "max_degree"))
+                return
+            if len(walk.paths) >= limits.max_paths:
+                _stop(walk, anchor, "max_paths")
+            neighbours.add(other)
+            changes.extend(found)
+            walk.edges[version.edge_id] = version
+            walk.paths.append(_single(anchor, other, version.edge_id))
 
     def history(self, tenant: str, entity: str, known_at: int, valid_at: int | None, rel: str | None,
                 adjacent_any: Callable[[str, str], Iterable[EdgeVersion]]) -> HistoryResult:
@@ -450,22 +483,26 @@ def _single(anchor: str, other: str, edge_id: str) -> Path:
     return Path((anchor, other), (edge_id,))
 
 
-def _changes_of(version: EdgeVersion, request: QueryRequest, within: Callable[[int | None], bool]) -> list[Change]:
+def _stop(walk: Traversal, anchor: str, limit: str) -> NoReturn:
+    walk.hit(limit)
+    walk.frontier.append((anchor, 0, limit))
+    raise ExpansionBudgetSpent
+
+
+def _changes_of(version: EdgeVersion, request: QueryRequest,
+                within: Callable[[int | None], bool]) -> list[tuple[int, Change]]:
+    """The version's changes in the window, each with its instant (``Change.at`` is its text, and text
+    does not sort as time: ``...00.000001Z`` comes before ``...00Z``)."""
+    moments: list[tuple[int | None, Literal["started", "ended", "appended", "closed"]]]
     if request.axis == "tx":
-        found = []
-        if version.tx_from <= request.known_at and within(version.tx_from):
-            found.append(Change(edge_id=version.edge_id, change="appended", at=format_micros(version.tx_from)))
-        if version.tx_to is not None and version.tx_to <= request.known_at and within(version.tx_to):
-            found.append(Change(edge_id=version.edge_id, change="closed", at=format_micros(version.tx_to)))
-        return found
-    if not version.known_at(request.known_at):
+        closed = version.tx_to if version.tx_to is not None and version.tx_to <= request.known_at else None
+        moments = [(version.tx_from if version.tx_from <= request.known_at else None, "appended"), (closed, "closed")]
+    elif version.known_at(request.known_at):
+        moments = [(version.valid_from, "started"), (version.valid_to, "ended")]
+    else:
         return []
-    found = []
-    if within(version.valid_from):
-        found.append(Change(edge_id=version.edge_id, change="started", at=format_micros(version.valid_from)))
-    if within(version.valid_to):
-        found.append(Change(edge_id=version.edge_id, change="ended", at=format_micros(version.valid_to)))
-    return found
+    return [(instant, Change(edge_id=version.edge_id, change=change, at=format_micros(instant)))
+            for instant, change in moments if instant is not None and within(instant)]
 
 
 def _disposition(has_results: bool, truncated: bool, stale: list[str]) -> tuple[Disposition, str]:

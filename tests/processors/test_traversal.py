@@ -136,6 +136,30 @@ def test_a_past_changed_between_is_the_same_answer_after_later_writes(ledger: Le
     assert ledger.query("changed-between", REPORTS, **window).counts.edges_read == before.counts.edges_read + 1
 
 
+def test_changed_between_is_bounded_by_every_ceiling(ledger: Ledger) -> None:
+    change = ledger.at("2026-05-03T00:00:00Z").change("cmdb")
+    for service in (REPORTS, ETL, DASH):
+        change.asserts(service, "depends_on", CONNECTOR, "2026-04-01")
+    change.send()
+    window = {"changed_from": parse_micros("2026-03-01"), "changed_to": parse_micros("2026-06-01")}
+    whole = ledger.query("changed-between", CONNECTOR, **window)
+    assert len(whole.changes) == 3 and not whole.truncated
+    ceilings = ((Limits(max_expansions=2), "max_expansions", 2), (Limits(max_degree=2), "max_degree", 3),
+                (Limits(max_paths=2), "max_paths", 3))
+    for limits, ceiling, read in ceilings:
+        cut = ledger.query("changed-between", CONNECTOR, limits=limits, **window)
+        assert (len(cut.changes), cut.limits_hit, cut.counts.edges_read) == (2, [ceiling], read), ceiling
+        assert cut.truncated and [(node.node, node.reason) for node in cut.frontier] == [(CONNECTOR, ceiling)]
+
+
+def test_changed_between_lists_changes_in_time_order(ledger: Ledger) -> None:
+    moment = ledger.at("2026-05-03T00:00:00Z")
+    moment.change("cmdb").asserts(REPORTS, "depends_on", CONNECTOR).send()
+    moment.change("cmdb").asserts(ETL, "depends_on", CONNECTOR).send()  # a microsecond later, in the same second
+    learned = ledger.query("changed-between", CONNECTOR, changed_from=parse_micros("2026-05-01"), axis="tx")
+    assert [c.at for c in learned.changes] == ["2026-05-03T00:00:00Z", "2026-05-03T00:00:00.000001Z"]
+
+
 def test_alias_and_canonical_id_give_the_same_paths(chapter_graph: Ledger) -> None:
     chapter_graph.send({"kind": "alias", "event_id": "al-1", "tenant": "acme", "entity": CONNECTOR,
                         "alias": "Settlement Connector", "actor": "alice"})

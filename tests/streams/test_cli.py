@@ -215,6 +215,8 @@ def test_serve_passes_its_ontology_to_the_api(hosts_state: tuple[Path, Path], mo
         (["query", "changed-between", "--entity", "Component:cmdb:CI0042", "--from", "2026-05-01", "--to",
           "2026-05-01"], "--from must be before --to"),
         (["query", "changed-between", "--entity", "Component:cmdb:CI0042"], "--from: Field required"),
+        (["query", "changed-between", "--entity", "Component:cmdb:CI0042", "--from", "2026-06-01", "--known-at",
+          "2026-05-01"], "--from must be before --known-at: with no --to, the window is [--from, --known-at)"),
         (["query", "owners-of", "--entity", "Component:cmdb:CI0042", "--types", "Team,Gadget"],
          "--types: unknown entity type(s) Gadget"),
         (["query", "owners-of", "--entity", "Component:cmdb:CI0042", "--edges", "depends_on:in"],

@@ -152,6 +152,7 @@ def test_health_metrics_and_openapi(client: TestClient) -> None:
     ("traverse", {"entity": CONNECTOR}, "edges"),
     ("changed-between", {"entity": CONNECTOR}, "from"),
     ("changed-between", {"entity": CONNECTOR, "from": "2026-05-01", "to": "2026-04-01"}, "before"),
+    ("changed-between", {"entity": CONNECTOR, "from": "2026-05-01", "known_at": "2026-04-01"}, "known_at"),
     ("changed-between", {"entity": CONNECTOR, "from": "2026-01-01", "axis": "sideways"}, "axis"),
     ("history", {"entity": CONNECTOR, "rel": "likes"}, "likes"),
 ])
