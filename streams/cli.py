@@ -36,6 +36,7 @@ from schemas.slo import slo_or_default
 from schemas.times import format_micros
 from state.open import reading
 from streams import render
+from streams.cli_options import Tenant, refuse_empty_tenant
 from streams.freshness_cli import freshness_app
 from streams.ledger_files import load_into, wall_clock_micros
 
@@ -58,7 +59,6 @@ app.add_typer(traces_app, name="traces")
 app.add_typer(freshness_app)
 
 StateDir = Annotated[Path, typer.Option("--state", help="Ledger state directory (RocksDB).")]
-Tenant = Annotated[str, typer.Option("--tenant", help="Tenant to read; required, there is no default.")]
 Entity = Annotated[str, typer.Option("--entity", help="Canonical id (Type:system-id), an alias, or Type:name.")]
 ValidAt = Annotated[str | None, typer.Option("--valid-at", help="When in the world (ISO-8601). Default: now.")]
 KnownAt = Annotated[
@@ -286,7 +286,8 @@ def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None
 def dead_letters(
     state: StateDir,
     tenant: Annotated[str | None, typer.Option(
-        "--tenant", help="Tenant whose dead letters to list; this or --untenanted is required.")] = None,
+        "--tenant", help="Tenant whose dead letters to list; this or --untenanted is required.",
+        callback=refuse_empty_tenant)] = None,
     untenanted: Annotated[bool, typer.Option(
         "--untenanted", help="Instead, the dead letters of events that named no tenant (malformed beyond "
                              "telling whose they were); for operators.")] = False,

@@ -25,6 +25,7 @@ from schemas.slo import SloConfig, slo_or_default
 from schemas.times import MICROS, format_micros, parse_micros
 from state.open import open_reader
 from state.store import LedgerStore
+from streams.cli_options import Tenant
 from streams.ledger_files import wall_clock_micros
 
 HDR_SIGNIFICANT_DIGITS = 3
@@ -172,7 +173,7 @@ def _instant(text: str | None, flag: str) -> int | None:
 @freshness_app.command("freshness")
 def freshness(
     state: Annotated[Path, typer.Option("--state", help="Ledger state directory (RocksDB).")],
-    tenant: Annotated[str, typer.Option("--tenant", help="Tenant to read; required, there is no default.")],
+    tenant: Tenant,
     since: Annotated[str | None, typer.Option("--since", help="Window start, transaction time (ISO-8601).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Window end, exclusive (ISO-8601).")] = None,
     slo: Annotated[Path | None, typer.Option("--slo", help="SLO file (default: the packaged deploy/slo.json).")] = None,

@@ -72,6 +72,16 @@ def test_errors_are_one_line_without_traceback(state: Path, args: list[str], mes
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", [["query", "owners-of", "--entity", "x"], ["history", "--entity", "x"],
+                                     ["corrections"], ["review", "list"], ["traces", "affected"], ["dead-letters"],
+                                     ["freshness"]])
+def test_every_read_refuses_an_empty_tenant(state: Path, command: list[str]) -> None:
+    done = edgeledger(*command, "--state", str(state), "--tenant", "", check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("edgeledger: error: Invalid value for '--tenant': empty; there is no default "
+                                   "tenant (see --help)")
+
+
 def test_help_is_there_for_a_newcomer() -> None:
     out = edgeledger("--help").stdout
     for command in ("load", "query", "history", "corrections", "demo"):
