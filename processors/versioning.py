@@ -85,6 +85,10 @@ class Versioner:
         self._closed: list[EdgeVersion] = []
         self._appended: list[EdgeVersion] = []
         self._event_digest: hashlib.blake2b | None = None
+        self._conflicts: list[tuple[str, Fact, EdgeVersion, list[EdgeVersion]]] = []
+        """(review id, fact, the version asserting it, rivals): judged in ``finish`` on what survives."""
+        self._replaced: dict[str, list[EdgeVersion]] = {}
+        """A version this event appended and a later assertion of it discarded: the pieces it left."""
 
     def _next_id(self, prefix: str) -> str:
         """``derive_id(prefix, tenant, event_id, sequence)``. Speed: the event's part of the digest is
@@ -155,7 +159,16 @@ class Versioner:
             appended = self._append(fact, piece, provenance, origin, supersedes, old.event_id)
             origin = appended.origin
             pieces.append(appended)
+        if not closed:
+            self._replaced[old.edge_id] = pieces
         return pieces
+
+    def _surviving(self, version: EdgeVersion) -> list[EdgeVersion]:
+        """What this event leaves of a version it appended: the version, or the surviving pieces a later
+        assertion of the event cut it into (none when one covered it whole)."""
+        if (self.tenant, version.edge_id) in self.ledger.versions:
+            return [version]
+        return [survivor for piece in self._replaced.get(version.edge_id, ()) for survivor in self._surviving(piece)]
 
     def _correct(self, cause: str, closed: list[EdgeVersion], appended: list[EdgeVersion]) -> None:
         """Collect what an operation closed and appended; ``finish`` emits one correction per event."""
@@ -163,7 +176,10 @@ class Versioner:
         self._appended += appended
 
     def finish(self, cause: str) -> None:
-        """Emit the event's correction: the committed beliefs it closed and what it appended that survives."""
+        """Emit the event's conflicts and its correction: the committed beliefs it closed and what it
+        appended that survives."""
+        for review_id, fact, new, rivals in self._conflicts:
+            self._flag_surviving_conflict(review_id, fact, self._surviving(new), rivals)
         if not self._closed:
             return
         closed = [v for v in self._closed if v.tx_from != self.tx]
@@ -224,23 +240,36 @@ class Versioner:
         return believed, competing
 
     def _flag_conflicts(self, fact: Fact, new: EdgeVersion, rivals: list[EdgeVersion]) -> None:
+        """Note a conflict for ``finish``: a later assertion of the same event may still cut ``new``. Its
+        review id is taken now, so every id this event derives is the same whatever comes of it."""
+        if rivals:
+            self._conflicts.append((self._next_id("r"), fact, new, rivals))
+
+    def _flag_surviving_conflict(self, review_id: str, fact: Fact, survivors: list[EdgeVersion],
+                                 rivals: list[EdgeVersion]) -> None:
+        """Queue the conflict between what the event left of an asserted value and the rivals it still
+        overlaps; nothing when the event replaced the value whole, or left none of it beside a rival."""
+        rivals = [v for v in rivals if any(overlaps((v.valid_from, v.valid_to), (s.valid_from, s.valid_to))
+                                           for s in survivors)]
         if not rivals:
             return
+        authority = survivors[0].authority
         self.ledger.review_items.append(
             ReviewItem(
-                review_id=self._next_id("r"),
+                review_id=review_id,
                 tenant=self.tenant,
                 event_id=self.event_id,
                 tx_at=self.tx,
                 category="cardinality_conflict",
                 reason=(
                     f"{fact.src} {fact.rel} has competing values from different sources "
-                    f"({new.authority}: {fact.dst}; "
+                    f"({authority}: {fact.dst}; "
                     + "; ".join(f"{v.authority}: {v.dst}" for v in rivals)
                     + "); both are kept until a person decides"
                 ),
                 details={
-                    "new_edge_id": new.edge_id,
+                    "new_edge_id": survivors[0].edge_id,
+                    "new_edge_ids": [v.edge_id for v in survivors],
                     "competing_edge_ids": [v.edge_id for v in rivals],
                 },
             )

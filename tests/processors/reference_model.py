@@ -289,8 +289,17 @@ class ReferenceLedger:
             else:
                 retracted = frozenset(e for e in previously if any(retracts_edge(r, e) for r in event.retracts))
                 self.claims[source] = (previously - retracted) | asserted
+        contradicted: list[tuple[Key, str]] = []
         for index, assertion in enumerate(event.asserts):
-            self._assert(event, assertion, f"{event.event_id}#{index}")
+            origin = f"{event.event_id}#{index}"
+            if self._assert(event, assertion, origin):
+                src, rel, dst, phrase = edge_of(assertion)
+                contradicted.append(((src, rel, dst, event.system, phrase), origin))
+        # A conflict is judged on what the event leaves of the value: a later assertion of the same
+        # event may have replaced it, and then nothing of it competes.
+        for key, origin in contradicted:
+            if self._still_contradicted(key, origin):
+                self.conflicts.append(event.event_id)
 
     def _believed_from(self, system: str, record: str) -> frozenset[Edge]:
         return frozenset(
@@ -299,7 +308,8 @@ class ReferenceLedger:
             if authority == system and any(p.record == record for p in segments.values())
         )
 
-    def _assert(self, event: Change, assertion: Assert, origin: str) -> None:
+    def _assert(self, event: Change, assertion: Assert, origin: str) -> bool:
+        """Apply one assertion; whether it met another source's value of a single-valued relationship."""
         src, rel, dst, phrase = edge_of(assertion)
         key = (src, rel, dst, event.system, phrase)
         span = self.span(assertion.valid_from, assertion.valid_to)
@@ -307,12 +317,12 @@ class ReferenceLedger:
         stated = (event.record, assertion.evidence, assertion.confidence)
         for segments, provenance in self.pieces(believed):
             if segments == span and (provenance.record, provenance.evidence, provenance.confidence) == stated:
-                return
+                return False
         provenance = Provenance(event.record, event.version, assertion.evidence, assertion.confidence, origin)
         for index in span:
             believed[index] = provenance
         if assertion.rel not in SINGLE_VALUED:
-            return
+            return False
         contradicted = False
         for (src, rel, dst, authority, phrase), other in self.beliefs.items():
             if (src, rel) != (assertion.src, assertion.rel) or dst == assertion.dst:
@@ -321,8 +331,16 @@ class ReferenceLedger:
                 self._remove((src, rel, dst, authority, phrase), span)
             elif any(index in other for index in span):
                 contradicted = True
-        if contradicted:
-            self.conflicts.append(event.event_id)
+        return contradicted
+
+    def _still_contradicted(self, key: Key, origin: str) -> bool:
+        """Whether what is left of the assertion ``origin`` overlaps another source's value of its
+        single-valued relationship."""
+        src, rel, dst, authority, _ = key
+        left = {index for index, p in self.beliefs.get(key, {}).items() if p.origin == origin}
+        return any(index in segments for (o_src, o_rel, o_dst, o_authority, _), segments in self.beliefs.items()
+                   if (o_src, o_rel) == (src, rel) and o_dst != dst and o_authority != authority
+                   for index in left)
 
     def _revoke(self, event: Revoke) -> None:
         assert event.target_origin is not None

@@ -1,5 +1,7 @@
 """Versioning rules: snapshots, retractions, revocations, cardinality per authority, re-delivery."""
 
+import pytest
+
 from processors.queries import parse_edge_allowlist
 from tests.harness import Ledger
 
@@ -147,6 +149,25 @@ def test_single_valued_relationship_closes_only_the_same_authoritys_value(ledger
     conflicts = [i for i in ledger.store.review_items("acme") if i.category == "cardinality_conflict"]
     assert len(conflicts) == 2, "each competing assertion from another source is flagged, never resolved"
     assert ledger.store.review_count("acme") == len(list(ledger.store.review_items("acme")))
+
+
+@pytest.mark.parametrize(("fin_from", "plat_from", "flagged_values"), [
+    ("2026-01-01", "2026-03-01", [FIN, PLAT]),  # PLAT cuts FIN's value to Jan-Mar: both still compete
+    ("2026-03-01", "2026-01-01", [PLAT]),  # PLAT covers FIN's value whole: nothing of it competes
+])
+def test_a_conflict_names_what_its_event_left_of_the_value(ledger: Ledger, fin_from: str, plat_from: str,
+                                                            flagged_values: list[str]) -> None:
+    ledger.change("cmdb").asserts(S1, "owned_by", ANA).send()
+    ledger.change("hr").asserts(S1, "owned_by", FIN, fin_from).asserts(S1, "owned_by", PLAT, plat_from).send()
+    believed = {v.edge_id: v for v in ledger.believed(S1, "owned_by")}
+    conflicts = [i for i in ledger.store.review_items("acme") if i.category == "cardinality_conflict"]
+    named_values = [believed[i].dst if (i := item.details["new_edge_id"]) in believed else f"{i}, not stored"
+                    for item in conflicts]
+    assert named_values == flagged_values
+    named = [[believed[edge_id] for edge_id in item.details["new_edge_ids"]] for item in conflicts]
+    assert [versions[0].edge_id for versions in named] == [item.details["new_edge_id"] for item in conflicts]
+    assert all(v.authority == "hr" for versions in named for v in versions)
+    assert ledger.counts.conflicts_flagged == len(flagged_values)
 
 
 def test_revoke_closes_the_fact_and_every_remainder_of_it(ledger: Ledger) -> None:
