@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from processors.commit_summary import lag_micros
 from processors.freshness import assess_silence
-from processors.model import EdgeVersion
+from processors.model import EdgeVersion, last_heard_tx
 from schemas.slo import SloConfig, slo_or_default
 from schemas.times import MICROS, format_micros, parse_micros
 from state.open import open_reader
@@ -126,7 +126,9 @@ def staleness(store: LedgerStore, tenant: str, slo: SloConfig, now: int) -> list
         for source, silence in assess_silence(activity, slo, now).items()
     ]
     for source in activity.keys() - slo.sources.keys():
-        found.append(SourceStaleness(source=source, status="no_slo", last_heard_at=None, silence_seconds=None,
+        heard = last_heard_tx(activity[source])  # heard by ``now``: the activity is as of it
+        found.append(SourceStaleness(source=source, status="no_slo", last_heard_at=format_micros(heard),
+                                     silence_seconds=None if heard is None else (now - heard) / MICROS,
                                      max_silence_seconds=None))
     return sorted(found, key=lambda s: s.source)
 
@@ -187,10 +189,12 @@ def freshness(
     if start is not None and end is not None and end <= start:
         raise typer.BadParameter("must be after --since", param_hint="--until")
     at = _instant(now, "--now")
+    moment = at if at is not None else wall_clock_micros()
     limits = slo_or_default(slo)
     store = open_reader(state)
     try:
-        report = freshness_report(store, tenant, start, end, limits, at if at is not None else wall_clock_micros())
+        # One view as of --now: with no --until, the lag window ends there too.
+        report = freshness_report(store, tenant, start, end if end is not None else moment, limits, moment)
     finally:
         store.close()
     sys.stdout.write(report.model_dump_json(indent=2) + "\n" if as_json else render_text(report))

@@ -173,6 +173,11 @@ def test_the_window_selects_facts_by_transaction_time(loaded: Loaded) -> None:
     expected = {source: sum(since <= t < until for t in times) for source, times in loaded.stream.times.items()}
     assert counts == expected
     assert report["since"] == "2026-03-01T02:46:40Z" and report["until"] == "2026-03-01T05:33:20Z"
+    as_of = freshness("--state", str(loaded.state), "--tenant", "acme", "--now", format_micros(until) or "")
+    before = {source: sum(t < until for t in times) for source, times in loaded.stream.times.items()}
+    assert {row["source"]: row["count"] for row in as_of["lag"]} == {s: n for s, n in before.items() if n}, (
+        "a past --now with no --until is one view: the facts appended by then")
+    assert as_of["until"] == as_of["now"] == format_micros(until)
 
 
 def test_staleness_per_source_against_the_slo(loaded: Loaded, tmp_path: Path) -> None:
@@ -191,6 +196,11 @@ def test_staleness_per_source_against_the_slo(loaded: Loaded, tmp_path: Path) ->
         "cmdb": "stale", "crm": "stale", "hr": "no_slo", "policy": "no_slo"}
     never = next(s for s in strict["staleness"] if s["source"] == "crm")
     assert never["last_heard_at"] is None and never["silence_seconds"] is None
+    without_slo = {s["source"]: s for s in strict["staleness"] if s["status"] == "no_slo"}
+    assert {source: s["last_heard_at"] for source, s in without_slo.items()} == {
+        source: s["last_heard_at"] for source, s in {s["source"]: s for s in soon["staleness"]}.items()
+        if source in without_slo}, "a source without an SLO was still heard, and says when"
+    assert [s["silence_seconds"] for s in without_slo.values()] == pytest.approx([60.0] * 2, abs=1e-5)
 
 
 def test_staleness_as_of_a_past_instant_is_what_the_ledger_had_heard_by_then(loaded: Loaded, tmp_path: Path) -> None:
