@@ -133,10 +133,10 @@ def traverse(
                 walk.hit("max_depth")
                 walk.frontier.append((partial.node, depth, "max_depth"))
                 continue
-            for rel, direction, next_step, next_hops in moves:
+            for move, (rel, direction, next_step, next_hops) in enumerate(moves):
                 chosen = _expand(reader, tenant, partial.node, rel, direction, plan, limits, valid_at,
                                  known_at, walk, adjacency_cache, depth)
-                for other, version, also in chosen:
+                for index, (other, version, also) in enumerate(chosen):
                     if other in partial.nodes:
                         continue
                     walk.edges.setdefault(version.edge_id, version)
@@ -149,7 +149,11 @@ def traverse(
                     if next_step == last and next_hops >= plan.steps[last].min_hops:
                         if len(walk.paths) >= limits.max_paths:
                             walk.hit("max_paths")
-                            walk.frontier.append((other, depth + 1, "max_paths"))
+                            # Cut here: this answer, the rest of this adjacency, and the node's moves not taken.
+                            walk.frontier += [(cut, depth + 1, "max_paths") for cut, _, _ in chosen[index:]
+                                              if cut not in partial.nodes]
+                            if move + 1 < len(moves):
+                                walk.frontier.append((partial.node, depth, "max_paths"))
                             raise ExpansionBudgetSpent
                         walk.paths.append(Path(extended.nodes, extended.edges))
                     queue.append(extended)

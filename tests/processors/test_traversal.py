@@ -64,6 +64,19 @@ def test_max_paths_and_max_degree_are_reported(chapter_graph: Ledger) -> None:
     assert narrow.frontier[0].node == CONNECTOR
 
 
+def test_max_paths_puts_every_answer_it_cut_on_the_frontier(ledger: Ledger) -> None:
+    hub = ledger.change("cmdb")
+    services = [f"Service:cmdb:H{n}" for n in range(1, 8)]
+    for service in services:
+        hub.asserts(service, "depends_on", CONNECTOR)
+    hub.send()
+    result = ledger.query("dependents-of", CONNECTOR, limits=Limits(max_paths=3))
+    returned = {r.entity for r in result.results}
+    assert len(returned) == 3 and result.limits_hit == ["max_paths"]
+    assert {node.node for node in result.frontier} == set(services) - returned
+    assert {(node.depth, node.reason) for node in result.frontier} == {(1, "max_paths")}
+
+
 def test_evidence_budget_omits_evidence_and_says_so(chapter_graph: Ledger) -> None:
     result = chapter_graph.query("dependents-of", CONNECTOR, limits=Limits(max_evidence_tokens=8))
     omitted = [e for e in result.edges.values() if e.evidence_omitted]
