@@ -100,7 +100,7 @@ def unknown_relationships(label: str, relationships: Iterable[str], ontology: On
     return f"{label}: unknown {named}; one of: {', '.join(ontology.relationships)}"
 
 
-def reversed_window(start: int, end: int | None, known_at: int, label: Callable[[str], str] = str) -> str | None:
+def empty_window(start: int, end: int | None, known_at: int, label: Callable[[str], str] = str) -> str | None:
     """Why a ``changed-between`` window [start, end) is refused, or None: it must not be empty. With no
     ``end`` the window ends at ``known_at``, and the same rule holds."""
     start_label, end_label, known_at_label = label("from"), label("to"), label("known_at")
@@ -180,7 +180,7 @@ def request_from(name: str, tenant: str, params: QueryParams, ontology: Ontology
     if isinstance(params, ChangedParams):
         start, end = instant_param(params.from_, "from", label), instant_param(params.to, "to", label)
         assert start is not None  # a required parameter
-        refused = reversed_window(start, end, known_at, label)
+        refused = empty_window(start, end, known_at, label)
         if refused:
             raise InvalidQuery(refused)
         options.update(changed_from=start, changed_to=end, axis=params.axis)
