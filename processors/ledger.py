@@ -8,6 +8,7 @@ original text, the stage and the reason, or a review item when we abstain. Nothi
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
@@ -49,6 +50,9 @@ from schemas.events import (
 )
 from schemas.ontology import Ontology
 
+Misrouted = Callable[[str], str | None]
+"""Given an event's tenant: why it may not be applied where it arrived (a pipeline's routing rule), or None."""
+
 
 class Rejected(Exception):
     """The event cannot be applied; it goes to dead-letter with this reason."""
@@ -84,9 +88,11 @@ class LedgerProcessor:
     def __post_init__(self) -> None:
         self._vocabulary = Vocabulary(self.ontology)
 
-    def process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
+    def process(self, raw: bytes | str, ledger: PendingLedger, misrouted: Misrouted | None = None) -> Outcome:
+        """Apply one raw event. ``misrouted`` (a pipeline's) says why an event of a tenant may not be
+        applied where it arrived; such an event is dead-lettered, and not recorded as seen."""
         ledger.counts.events_read += 1
-        outcome = self._process(raw, ledger)
+        outcome = self._process(raw, ledger, misrouted)
         ledger.outcomes.append(self._describe(ledger, outcome))
         return outcome
 
@@ -104,7 +110,7 @@ class LedgerProcessor:
         return new_tuple(EventOutcome, (stated.get("tenant"), stated["kind"], system, outcome,
                                         micros_of(detected) if detected else None, ledger.tx))
 
-    def _process(self, raw: bytes | str, ledger: PendingLedger) -> Outcome:
+    def _process(self, raw: bytes | str, ledger: PendingLedger, misrouted: Misrouted | None) -> Outcome:
         self._current = None
         self._document = None
         try:
@@ -134,6 +140,10 @@ class LedgerProcessor:
         stated = fields_of(event)
         tenant: str = stated["tenant"]
         event_id: str = stated["event_id"]
+        if misrouted is not None:
+            refused = misrouted(tenant)
+            if refused is not None:
+                return self._dead_letter(ledger, "validate", refused, _original(raw), document)
         if ledger.event_seen(tenant, event_id):
             ledger.counts.duplicates += 1
             return "duplicate"

@@ -34,6 +34,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from processors.heap import SettledHeap
+from processors.ledger import Misrouted
 from processors.pending import BatchCounts, PendingLedger
 from schemas.ontology import Ontology, default_ontology
 from state.kv import RocksKV
@@ -44,7 +45,7 @@ from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
 from streams.ledger_log import OutRecord, Replay, is_marker, outbox_for, parked_inputs
 from streams.produce import deliver, delivery_producer
-from streams.topics import INPUT_TOPICS, Topic, TopicSettings
+from streams.topics import INPUT_TOPICS, Topic, TopicSettings, tenant_partition
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,9 @@ class LedgerWorker:
         """The first input offset of each (topic, partition) in the batch being applied."""
         self._log_partitions = self.config.topics.partitions_for(Topic.EDGE_VERSIONS)
         self._assigned_at = time.monotonic()
+        self._arrival: tuple[str, int] = ("", -1)
+        """The (topic, partition) of the record being applied, for ``_misrouted``."""
+        self._routing_rule: Misrouted = self._misrouted  # Speed: one bound method, not one per record
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
@@ -279,11 +283,27 @@ class LedgerWorker:
             position = (message.topic(), message.partition())
             if message.offset() <= self.applied_offsets.get(position, -1):
                 continue
-            self.processor.process(message.value() or b"", pending)
+            self._arrival = position
+            self.processor.process(message.value() or b"", pending, self._routing_rule)
             self.heap.after_event()
             consumed[position] = message.offset()
             first.setdefault(position, message.offset())
         return pending, consumed
+
+    def _misrouted(self, tenant: str) -> str | None:
+        """Why an event of ``tenant`` may not be applied from the partition it arrived on, or None. A
+        tenant's inputs must arrive on the partition number its log records go to: a rebuild of that
+        partition replays them from there, and another worker holding another partition would keep a
+        second, diverging copy of the tenant's state (an input keyed by something else, or by nothing,
+        or hashed by another partitioner)."""
+        topic, partition = self._arrival
+        expected = tenant_partition(tenant, self._log_partitions)
+        if partition == expected:
+            return None
+        return (f"misrouted: events of tenant {tenant!r} belong on partition {expected} of {topic}, where its "
+                f"edge-versions records go (the CRC-32 of the tenant as key, modulo {self._log_partitions}, "
+                f"librdkafka's default partitioner), and this one arrived on partition {partition}: produce "
+                "it keyed by its tenant, as `edgeledger produce` does")
 
     def _commit(self, pending: PendingLedger,
                 consumed: dict[tuple[str, int], int]) -> tuple[list[OutRecord], list[bytes]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -181,6 +182,13 @@ def ensure_topics(
         created.append(topic)
     log.info("created topics: %s", ", ".join(created) or "(none)")
     return sorted(created, key=[t.topic for t in missing].index)
+
+
+def tenant_partition(tenant: str, partitions: int) -> int:
+    """The partition of ``partitions`` that a record keyed by ``tenant`` lands on with librdkafka's
+    default partitioner (``consistent_random``: the key's CRC-32, modulo the partition count). The
+    worker's log records of a tenant go there, and so must every input record of the tenant."""
+    return zlib.crc32(tenant.encode()) % partitions
 
 
 def record_key(tenant: str, entity: str) -> bytes:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from processors.pending import PendingLedger
 from tests.harness import Ledger
 
 GOOD = {"kind": "change", "event_id": "good-1", "tenant": "acme",
@@ -134,3 +135,16 @@ def test_ambiguous_name_is_queued_for_review_not_guessed(ledger: Ledger) -> None
     assert item.original is not None
     assert ledger.counts.queued_for_review == 1 and ledger.counts.balanced()
     assert ledger.store.adjacent("acme", "Host:cmdb:H9", "runs_on", "in") == []
+
+
+def test_an_event_its_pipeline_says_is_misrouted_is_dead_lettered_and_not_recorded_as_seen(ledger: Ledger) -> None:
+    refused = PendingLedger(ledger.store)
+    outcome = ledger.processor.process(json.dumps(GOOD), refused, lambda tenant: f"not here: {tenant}")
+    assert outcome == "dead_lettered" and refused.counts.balanced()
+    [letter] = refused.dead_letters
+    assert (letter.stage, letter.reason, letter.tenant, letter.event_id) == ("validate", "not here: acme", "acme",
+                                                                             "good-1")
+    assert refused.seen == {} and refused.versions == {}, "nothing applied, and a resend where it belongs applies"
+    ledger.store.commit(refused)
+    accepted = PendingLedger(ledger.store)
+    assert ledger.processor.process(json.dumps(GOOD), accepted, lambda tenant: None) == "applied"

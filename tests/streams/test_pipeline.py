@@ -11,8 +11,8 @@ from streams.demo import DEMO_EVENTS
 from streams.kafka_config import FAST_GROUP_OVERRIDES
 from streams.ledger_files import load_into
 from streams.pipeline import LedgerWorker, WorkerConfig
-from streams.produce import produce_files
-from streams.topics import Topic, ensure_topics
+from streams.produce import deliver, delivery_producer, produce_files
+from streams.topics import Topic, ensure_topics, tenant_partition
 from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
 
 pytestmark = pytest.mark.integration
@@ -56,6 +56,31 @@ def test_poison_messages_are_dead_lettered_and_the_stream_goes_on(kafka_broker, 
     assert sorted(letter["stage"] for letter in letters) == ["apply", "decode", "validate"]
     assert {letter["original"] for letter in letters} == set(poison)
     assert all(letter["reason"] for letter in letters)
+
+
+def test_a_record_off_its_tenants_partition_is_dead_lettered_not_applied(kafka_broker, tmp_path: Path) -> None:
+    """A tenant's state lives with the partition its key hashes to: a record elsewhere (another key, no
+    key, another partitioner) would be applied by whichever worker holds that partition, beside a second,
+    diverging copy of the tenant's state. It is dead-lettered with the partition it belongs on."""
+    topics = fresh_topics()
+    ensure_topics(kafka_broker.bootstrap, topics)
+    partitions = topics.partitions_for(Topic.EDGE_VERSIONS)
+    home = tenant_partition("acme", partitions)
+    stray = json.dumps({**GOOD_CHANGE, "event_id": "stray"}).encode()
+    deliver(delivery_producer(kafka_broker.bootstrap),
+            [(topics.name(Topic.SOURCE_CHANGES), b"acme", stray, (home + 1) % partitions)])
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps(GOOD_CHANGE) + "\n")
+    produce_files([events], kafka_broker.bootstrap, topics, progress=False)
+    worker = start_worker(tmp_path / "state", kafka_broker.bootstrap, topics, "g-stray", exit_when_idle=3)
+    out, err = finish(worker, 120)
+    assert worker.returncode == 0, err
+    summary = json.loads(out)
+    assert (summary["events_read"], summary["applied"], summary["dead_lettered"], summary["balanced"]) == (
+        2, 1, 1, True)
+    [letter] = read_topic(kafka_broker.bootstrap, topics.name(Topic.DEAD_LETTER))
+    assert (letter["stage"], letter["tenant"], letter["event_id"]) == ("validate", "acme", "stray")
+    assert letter["reason"].startswith(f"misrouted: events of tenant 'acme' belong on partition {home} of ")
 
 
 def test_the_worker_reports_consumer_lag_from_its_fetches(kafka_broker, tmp_path: Path) -> None:
