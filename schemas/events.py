@@ -7,10 +7,12 @@ dead-letter topic with its reason, never silently dropped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from schemas.query_params import MOST_EXPANSIONS
 from schemas.times import UtcDatetime
 
 
@@ -18,7 +20,27 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-NonEmpty = Annotated[str, Field(min_length=1)]
+MAX_NAME: Final = 1024
+"""Characters in a name or identifier: a tenant, event id, entity type, id, name or alias, relationship,
+phrase, source system, record or version, actor. Each becomes part of RocksDB keys and record ids, and
+some are repeated in a log record; no real name comes near it."""
+MAX_TEXT: Final = 64 * 1024
+"""Characters in free text (evidence, reasons), carried whole in each log record of the fact."""
+MAX_ALIASES: Final = 64
+"""Aliases in one mention; each is an alias row and a log record."""
+MAX_TRACE_EDGES: Final = MOST_EXPANSIONS
+"""Edge ids one trace records: a bounded answer uses at most the edges it may read."""
+MAX_QUERY_BYTES: Final = 64 * 1024
+"""A trace's query, as JSON: a query's name, anchor, clocks and parameters."""
+
+NonEmpty = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+"""A name or identifier (see ``MAX_NAME``)."""
+Label = Annotated[str, Field(max_length=MAX_NAME)]
+"""A name that may be empty (a source version, a phrase)."""
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+NonEmptyText = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+EdgeId = Annotated[str, Field(min_length=1, max_length=64)]
+"""An edge id the ledger made (``e`` and 16 hex digits)."""
 
 
 class EntityMention(Strict):
@@ -27,7 +49,7 @@ class EntityMention(Strict):
     type: NonEmpty
     id: NonEmpty | None = None
     name: NonEmpty | None = None
-    aliases: tuple[NonEmpty, ...] = ()
+    aliases: Annotated[tuple[NonEmpty, ...], Field(max_length=MAX_ALIASES)] = ()
 
     @model_validator(mode="after")
     def _needs_id_or_name(self) -> EntityMention:
@@ -39,7 +61,7 @@ class EntityMention(Strict):
 class SourceRef(Strict):
     system: NonEmpty
     record: NonEmpty | None = None
-    version: str | None = None
+    version: Label | None = None
 
 
 class Assertion(Strict):
@@ -48,9 +70,9 @@ class Assertion(Strict):
     dst: EntityMention
     valid_from: UtcDatetime | None = None
     valid_to: UtcDatetime | None = None
-    evidence: str = ""
+    evidence: Text = ""
     confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
-    phrase: str | None = None
+    phrase: Label | None = None
 
     @model_validator(mode="after")
     def _interval_not_empty(self) -> Assertion:
@@ -95,14 +117,14 @@ class ChangeEvent(EventBase):
 
 class RevokeEvent(EventBase):
     kind: Literal["revoke"]
-    edge_id: NonEmpty
-    reason: NonEmpty
+    edge_id: EdgeId
+    reason: NonEmptyText
 
 
 class RevokeSourceEvent(EventBase):
     kind: Literal["revoke_source"]
     source: SourceRef
-    reason: NonEmpty
+    reason: NonEmptyText
 
 
 class MergeCommand(EventBase):
@@ -110,14 +132,14 @@ class MergeCommand(EventBase):
     keep: NonEmpty
     absorb: NonEmpty
     actor: NonEmpty
-    reason: str = ""
+    reason: Text = ""
 
 
 class SplitCommand(EventBase):
     kind: Literal["split"]
     merge: NonEmpty
     actor: NonEmpty
-    reason: str = ""
+    reason: Text = ""
 
 
 class AliasCommand(EventBase):
@@ -125,7 +147,7 @@ class AliasCommand(EventBase):
     entity: NonEmpty
     alias: NonEmpty
     actor: NonEmpty
-    reason: str = ""
+    reason: Text = ""
 
 
 Action = Literal["approval_routing", "permission_change", "external_change", "none"]
@@ -137,8 +159,15 @@ class TraceEvent(EventBase):
     query: dict[str, Any]
     valid_at: UtcDatetime
     known_at: UtcDatetime
-    edge_ids: tuple[str, ...] | None = None
+    edge_ids: Annotated[tuple[EdgeId, ...], Field(max_length=MAX_TRACE_EDGES)] | None = None
     action: Action = "none"
+
+    @model_validator(mode="after")
+    def _query_is_bounded(self) -> TraceEvent:
+        size = len(orjson.dumps(self.query))
+        if size > MAX_QUERY_BYTES:
+            raise ValueError(f"query: {size:,} bytes as JSON, at most {MAX_QUERY_BYTES:,}")
+        return self
 
 
 class HeartbeatSource(Strict):

@@ -20,6 +20,8 @@ MAX_EXPANSIONS: Final = 200
 MAX_PATHS: Final = 25
 MAX_EVIDENCE_TOKENS: Final = 2000
 MAX_DEGREE: Final = 50
+MOST_EXPANSIONS: Final = 100_000
+"""The largest ``max_expansions`` a query may ask for: no bounded answer reads, so uses, more edges."""
 """The default ceilings of a traversal (``processors.traversal.Limits`` takes them too)."""
 
 LIMIT_FIELDS: Final = ("max_depth", "max_expansions", "max_paths", "max_evidence_tokens", "max_degree")
@@ -42,7 +44,7 @@ class QueryParams(BaseModel):
     valid_at: Instant = None
     known_at: Instant = None
     max_depth: int = Field(MAX_DEPTH, ge=1, le=20, description="Hops from the anchor.")
-    max_expansions: int = Field(MAX_EXPANSIONS, ge=1, le=100_000,
+    max_expansions: int = Field(MAX_EXPANSIONS, ge=1, le=MOST_EXPANSIONS,
                                 description="Edge records read (before filtering), across the whole walk.")
     max_paths: int = Field(MAX_PATHS, ge=1, le=10_000, description="Paths returned.")
     max_evidence_tokens: int = Field(MAX_EVIDENCE_TOKENS, ge=1, le=1_000_000,

@@ -63,6 +63,17 @@ BAD = {
     "revoke of an unknown edge": ('{"kind": "revoke", "event_id": "r-9", "tenant": "acme", "edge_id": "nope", '
                                   '"reason": "bad extraction"}', "apply", "unknown edge id"),
     "confidence out of range": (with_assertion(confidence=1.5), "validate", "confidence"),
+    "a name longer than any name": (with_assertion(src={"type": "Service", "id": "cmdb:S1", "name": "n" * 1025}),
+                                    "validate", "assert.0.src.name: String should have at most 1024 characters"),
+    "evidence longer than 64 Ki characters": (with_assertion(evidence="e" * (64 * 1024 + 1)), "validate",
+                                              "assert.0.evidence: String should have at most 65536 characters"),
+    "more aliases than a mention takes": (
+        with_assertion(dst={"type": "Host", "id": "cmdb:H1", "aliases": [f"h{n}" for n in range(65)]}),
+        "validate", "assert.0.dst.aliases: Tuple should have at most 64 items"),
+    "a trace whose query is not a query": (json.dumps({
+        "kind": "trace", "event_id": "t-9", "tenant": "acme", "trace_id": "t-9", "query": {"blob": "q" * 70_000},
+        "valid_at": "2026-05-01", "known_at": "2026-05-01"}), "validate",
+        "query: 70,011 bytes as JSON, at most 65,536"),
 }
 
 
