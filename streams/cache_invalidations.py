@@ -16,7 +16,6 @@ invalidated entry keys and causing edge ids.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Mapping
@@ -33,19 +32,8 @@ from streams.topics import Topic, TopicSettings, ensure_topics
 
 log = logging.getLogger(__name__)
 
-_LEGAL_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-
-
 class PublisherSetupError(RuntimeError):
     """The topic could not be checked or created, or the producer could not be configured."""
-
-
-def check_topic_name(name: str) -> str:
-    """``name`` if Kafka accepts it as a topic name; ``ValueError`` saying why not otherwise."""
-    if not _LEGAL_TOPIC.match(name) or name in (".", ".."):
-        raise ValueError(f"{name!r} is not a legal Kafka topic name: use letters, digits, '.', '_' and '-', "
-                         f"at most 249 characters (check the topic prefix)")
-    return name
 
 
 def _reason(error: object) -> str:
@@ -69,7 +57,7 @@ class InvalidationPublisher:
                  producer_overrides: Mapping[str, Any] | None = None, poll_interval_s: float = 0.1,
                  queue_full_wait_s: float = 0.5) -> None:
         topics = topics or TopicSettings()
-        self.topic = check_topic_name(topics.name(Topic.CACHE_INVALIDATIONS))
+        self.topic = topics.name(Topic.CACHE_INVALIDATIONS)  # legal: TopicSettings checks its names
         self.bootstrap = bootstrap
         self.metrics = metrics
         self.queue_full_wait_s = queue_full_wait_s

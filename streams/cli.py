@@ -371,9 +371,9 @@ def serve(
              "Size it to the working set of questions.")] = 2_000,
 ) -> None:
     """HTTP API for agents (one endpoint per traversal, OpenAPI at /openapi.json) and /metrics."""
-    from streams.cache_invalidations import PublisherSetupError, check_topic_name
+    from streams.cache_invalidations import PublisherSetupError
     from streams.http_api import serve as serve_http
-    from streams.topics import Topic
+    from streams.topics import Topic, check_topic_name
 
     if bootstrap is not None:
         if not bootstrap.strip():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,17 @@ COMPACTED_TOPICS = frozenset({Topic.PARTITION_CLAIMS})
 """Topics whose cleanup policy is ``compact`` whatever ``TopicSettings.cleanup_policy`` says."""
 
 
+_LEGAL_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def check_topic_name(name: str) -> str:
+    """``name`` if Kafka accepts it as a topic name; ``ValueError`` saying why not otherwise."""
+    if not _LEGAL_TOPIC.match(name) or name in (".", ".."):
+        raise ValueError(f"{name!r} is not a legal Kafka topic name: use letters, digits, '.', '_' and '-', "
+                         f"at most 249 characters (check the topic prefix)")
+    return name
+
+
 def _check_logical(logical: str) -> str:
     """Return ``logical`` as a plain str, or raise for an unknown topic."""
     if logical not in LOGICAL_TOPICS:
@@ -93,8 +105,10 @@ class TopicSettings:
         # Freeze the mappings too, so a settings object cannot change after it is shared.
         object.__setattr__(self, "partitions", MappingProxyType({**DEFAULT_PARTITIONS, **self.partitions}))
         object.__setattr__(self, "retention_ms", MappingProxyType({**DEFAULT_RETENTION_MS, **self.retention_ms}))
-        # Speed: names are asked for per record sent (a worker sends two to three per event).
-        object.__setattr__(self, "_names", {logical: self.prefix + logical for logical in LOGICAL_TOPICS})
+        # Speed: names are asked for per record sent (a worker sends two to three per event). Each is
+        # checked here: a client subscribed to an illegal name waits for it silently, forever.
+        object.__setattr__(self, "_names", {logical: check_topic_name(self.prefix + logical)
+                                            for logical in LOGICAL_TOPICS})
 
     def name(self, logical: str) -> str:
         """Physical topic name: ``prefix + logical``."""

@@ -1,6 +1,7 @@
 """The command line as a user runs it: load, query, history, corrections; one-line errors."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,19 @@ def test_every_read_refuses_an_empty_tenant(state: Path, command: list[str]) -> 
     assert done.returncode == 2
     assert done.stderr.strip() == ("edgeledger: error: Invalid value for '--tenant': empty; there is no default "
                                    "tenant (see --help)")
+
+
+@pytest.mark.parametrize("command", [["run", "--state", "st"], ["produce", "events.jsonl"],
+                                     ["replica", "--state", "st"]])
+def test_a_topic_prefix_kafka_refuses_is_refused_before_anything_starts(tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "events.jsonl").write_text("")
+    done = subprocess.run([sys.executable, "-m", "streams.cli", *command, "--bootstrap", "127.0.0.1:1",
+                           "--topic-prefix", "bad prefix!"], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path.cwd())})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "edgeledger: error: 'bad prefix!source-changes' is not a legal Kafka topic name: use letters, digits, '.', "
+        "'_' and '-', at most 249 characters (check the topic prefix)"]
 
 
 def test_help_is_there_for_a_newcomer() -> None:
