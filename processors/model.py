@@ -154,6 +154,10 @@ class DeadLetter:
     original_base64: str | None = None
     """The event's bytes, base64, when they are not UTF-8 text: ``original`` then shows each byte
     that is not with U+FFFD, and only these give the bytes back."""
+    input_topic: str | None = None
+    """Where a pipeline read the event (topic, partition, offset); None for a file's events."""
+    input_partition: int | None = None
+    input_offset: int | None = None
 
 
 class EventOutcome(NamedTuple):

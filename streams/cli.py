@@ -305,7 +305,10 @@ def dead_letters(
         _emit(items)
         return
     for item in items:
-        sys.stdout.write(f"{item['tx_at']}  {item['stage']:<8} {item['reason']}\n    {item['original'][:160]}\n")
+        read_at = (f"  (read from {item['input_topic']}[{item['input_partition']}] at offset {item['input_offset']})"
+                   if item["input_topic"] is not None else "")
+        sys.stdout.write(f"{item['tx_at']}  {item['stage']:<8} {item['reason']}{read_at}\n"
+                         f"    {item['original'][:160]}\n")
     if not items:
         sys.stdout.write("no dead letters\n")
 

@@ -46,7 +46,7 @@ from processors.ports import LedgerReader
 from schemas.times import format_micros, parse_micros
 from state import codec
 from state.store import EncodedVersion
-from streams.topics import Topic
+from streams.topics import Topic, tenant_partition
 
 
 class OutRecord(NamedTuple):
@@ -189,11 +189,20 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
         bounded, raw = bounded_original(letter.original), _bounded_base64(letter.original_base64)
         records.append(OutRecord(Topic.DEAD_LETTER, letter.tenant or "", orjson.dumps(
             {"record_id": record_id, **fields, "tx_at": format_micros(letter.tx_at), **bounded, **raw})))
-        # One that names no tenant has no key to place it: it goes where this batch writes a marker.
-        records.append(OutRecord(log, letter.tenant or "", orjson.dumps(
+        # On the log, a letter goes with its tenant's records (keyed by the tenant), except:
+        # - one that names no tenant has no key to place it: it goes where this batch writes a marker;
+        # - one read off its tenant's partition stays with the partition it arrived on, closed by that
+        #   partition's marker: its tenant's partition may be another worker's, and two workers' batches
+        #   interleaved on one partition would discard each other's records in a replay.
+        key, partition = letter.tenant or "", -1
+        if not letter.tenant:
+            partition = anchor
+        elif read_off_home(letter, log_partitions):
+            key, partition = "", letter.input_partition
+        records.append(OutRecord(log, key, orjson.dumps(
             {"kind": "dead_letter", "batch": batch_id, "record_id": f"{record_id}/log",
              "letter": {**fields, "original": bounded["original"], "original_base64": raw.get("original_base64")}}),
-            -1 if letter.tenant else anchor))
+            partition))
     for trace in pending.traces:
         records.append(OutRecord(log, trace.tenant, orjson.dumps(
             {"kind": "trace", "batch": batch_id, "record_id": f"{trace.tenant}/trace/{trace.trace_id}",
@@ -216,8 +225,8 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     by_tenant: dict[str, list[OutRecord]] = {}
     for record in records:  # every record is keyed by its tenant ("": a dead letter that names none)
         by_tenant.setdefault(record.key, []).append(record)
-    # A marker for every tenant the batch wrote a record of or saw an event of.
-    tenants = {key for key in by_tenant if key} | seen_by_tenant.keys()
+    # A marker for every tenant the batch wrote a log record of or saw an event of.
+    tenants = {record.key for record in records if record.key and record.topic == log} | seen_by_tenant.keys()
     # Records of no tenant (dead letters that name none) go before the marker without a tenant that
     # closes them or, where the batch writes none, before the first tenant's marker.
     untenanted = [record for key, group in by_tenant.items() if key not in tenants for record in group]
@@ -236,6 +245,12 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
              "outcomes": {}, "inputs": consumed, "from": started, "heard": [], "last_tx": pending.last_tx()}),
             partition))
     return ordered
+
+
+def read_off_home(letter: DeadLetter, log_partitions: int) -> bool:
+    """Whether a pipeline read the letter's event off its tenant's partition (a misrouted record)."""
+    return (log_partitions > 0 and letter.tenant is not None and letter.input_partition is not None
+            and letter.input_partition != tenant_partition(letter.tenant, log_partitions))
 
 
 def is_marker(value: bytes) -> bool:

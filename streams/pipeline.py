@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
@@ -113,6 +113,11 @@ class LedgerWorker:
         """Process until ``stop`` is set (or, for tests and backfills, after ``idle_exit_after`` idle seconds)."""
         stop = stop or threading.Event()
         self._log_partitions = self._partitions_of(self.config.topics.name(Topic.EDGE_VERSIONS))
+        try:
+            self._check_co_partitioned()
+        except ValueError:
+            self.close()
+            raise
         self._parked = self.bookkeeping.outbox()
         if self._parked:
             log.info("found %d outbox records a previous run committed but may not have sent: they are "
@@ -136,6 +141,18 @@ class LedgerWorker:
         finally:
             self.close()
         return self.totals
+
+    def _check_co_partitioned(self) -> None:
+        """Refuse to start unless every input topic has as many partitions as ``edge-versions``: a
+        tenant's inputs and its log records must share a partition number (``_misrouted``), and with
+        other counts a correctly keyed tenant's every record would be refused."""
+        uneven = {name: count for name in (self.config.topics.name(t) for t in INPUT_TOPICS)
+                  if (count := self._partitions_of(name)) != self._log_partitions}
+        if uneven:
+            listed = ", ".join(f"{name} has {count}" for name, count in sorted(uneven.items()))
+            raise ValueError(f"the input topics must have as many partitions as "
+                             f"{self.config.topics.name(Topic.EDGE_VERSIONS)} ({self._log_partitions}), so that "
+                             f"a tenant's inputs and log records share a partition number: {listed}")
 
     def _partitions_of(self, topic: str) -> int:
         """The topic's partition count as the cluster has it (the configured one if it cannot say):
@@ -284,7 +301,11 @@ class LedgerWorker:
             if message.offset() <= self.applied_offsets.get(position, -1):
                 continue
             self._arrival = position
+            letters = len(pending.dead_letters)
             self.processor.process(message.value() or b"", pending, self._routing_rule)
+            if len(pending.dead_letters) > letters:  # a dead letter says where the event was read
+                pending.dead_letters[-1] = replace(pending.dead_letters[-1], input_topic=position[0],
+                                                   input_partition=position[1], input_offset=message.offset())
             self.heap.after_event()
             consumed[position] = message.offset()
             first.setdefault(position, message.offset())

@@ -24,6 +24,7 @@ from streams.ledger_log import (
     version_head,
     version_record,
 )
+from streams.topics import tenant_partition
 from tests.harness import Ledger
 
 
@@ -226,6 +227,25 @@ def test_a_batch_is_applied_once_whether_resent_or_read_again_over_state_that_ho
     Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), again)  # a rebuild over it all
     assert _everything(rebuilt, "acme") == _everything(store, "acme")
     assert again == seen, "nothing was applied the second time"
+
+
+def test_a_misrouted_letter_stays_on_the_partition_it_arrived_on_and_marks_no_other() -> None:
+    """Its tenant's partition may be another worker's: the letter goes before the marker of the partition
+    it was read from, and a replay of that partition rebuilds it."""
+    ledger = Ledger()
+    home = tenant_partition("acme", 4)
+    arrived = (home + 1) % 4
+    pending = PendingLedger(ledger.store)
+    pending.dead_letters.append(DeadLetter(tx_at=1, stage="validate", reason="misrouted", original="{}",
+                                           tenant="acme", event_id="stray", input_topic="p.source-changes",
+                                           input_partition=arrived, input_offset=9))
+    records = outbox_for(pending, [], {("p.source-changes", arrived): 9}, "b-1", log_partitions=4)
+    on_log = [(r.key, r.partition, orjson.loads(r.value)["kind"]) for r in records if r.topic == "edge-versions"]
+    assert on_log == [("", arrived, "dead_letter"), ("", arrived, "batch")], "nothing keyed to acme's partition"
+    rebuilt = LedgerStore(MemoryKV())
+    Replay(rebuilt).feed([r.value for r in records if r.topic == "edge-versions"],
+                         lambda done: rebuilt.commit(done), {}, arrived)
+    assert [(d.tenant, d.event_id, d.input_partition) for d in rebuilt.dead_letters()] == [("acme", "stray", arrived)]
 
 
 def test_a_dead_letter_without_a_tenant_goes_where_its_batch_writes_a_marker() -> None:

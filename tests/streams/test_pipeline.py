@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from streams.kafka_config import FAST_GROUP_OVERRIDES
 from streams.ledger_files import load_into
 from streams.pipeline import LedgerWorker, WorkerConfig
 from streams.produce import deliver, delivery_producer, produce_files
-from streams.topics import Topic, ensure_topics, tenant_partition
+from streams.topics import Topic, TopicSettings, ensure_topics, tenant_partition
 from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
 
 pytestmark = pytest.mark.integration
@@ -56,6 +58,12 @@ def test_poison_messages_are_dead_lettered_and_the_stream_goes_on(kafka_broker, 
     assert sorted(letter["stage"] for letter in letters) == ["apply", "decode", "validate"]
     assert {letter["original"] for letter in letters} == set(poison)
     assert all(letter["reason"] for letter in letters)
+    read_from = {(letter["input_topic"], letter["input_partition"], letter["input_offset"]) for letter in letters}
+    assert len(read_from) == 3 and {topic for topic, _, _ in read_from} == {topics.name(Topic.SOURCE_CHANGES)}
+    assert all(isinstance(partition, int) and isinstance(offset, int) for _, partition, offset in read_from)
+    text = subprocess.run([sys.executable, "-m", "streams.cli", "dead-letters", "--state", str(tmp_path / "state"),
+                           "--tenant", "acme"], capture_output=True, text=True, check=True).stdout
+    assert f"(read from {topics.name(Topic.SOURCE_CHANGES)}[" in text, "the state's letters say where too"
 
 
 def test_a_record_off_its_tenants_partition_is_dead_lettered_not_applied(kafka_broker, tmp_path: Path) -> None:
@@ -81,6 +89,16 @@ def test_a_record_off_its_tenants_partition_is_dead_lettered_not_applied(kafka_b
     [letter] = read_topic(kafka_broker.bootstrap, topics.name(Topic.DEAD_LETTER))
     assert (letter["stage"], letter["tenant"], letter["event_id"]) == ("validate", "acme", "stray")
     assert letter["reason"].startswith(f"misrouted: events of tenant 'acme' belong on partition {home} of ")
+
+
+def test_a_worker_refuses_input_topics_partitioned_unlike_the_log(kafka_broker, tmp_path: Path) -> None:
+    topics = TopicSettings(prefix=fresh_topics().prefix, partitions={Topic.SOURCE_CHANGES: 8})
+    ensure_topics(kafka_broker.bootstrap, topics)
+    worker = LedgerWorker(WorkerConfig(tmp_path / "state", kafka_broker.bootstrap, group_id="g-uneven",
+                                       topics=topics, consumer_overrides=dict(FAST_GROUP_OVERRIDES)))
+    with pytest.raises(ValueError, match=rf"as many partitions as {topics.prefix}edge-versions \(4\).*"
+                                         rf": {topics.prefix}source-changes has 8$"):
+        worker.run(idle_exit_after=1)
 
 
 def test_the_worker_reports_consumer_lag_from_its_fetches(kafka_broker, tmp_path: Path) -> None:
