@@ -100,10 +100,12 @@ def unknown_relationships(label: str, relationships: Iterable[str], ontology: On
     return f"{label}: unknown {named}; one of: {', '.join(ontology.relationships)}"
 
 
-def empty_window(start: int, end: int | None, known_at: int, label: Callable[[str], str] = str) -> str | None:
+def empty_window(start: int, end: int | None, known_at: int, label: Callable[[str], str] = str,
+                 known_at_given: bool = True) -> str | None:
     """Why a ``changed-between`` window [start, end) is refused, or None: it must not be empty. With no
     ``end`` the window ends at ``known_at``, and the same rule holds."""
-    start_label, end_label, known_at_label = label("from"), label("to"), label("known_at")
+    start_label, end_label = label("from"), label("to")
+    known_at_label = label("known_at") if known_at_given else f"now (the default {label('known_at')})"
     if end is not None and end <= start:
         return f"{start_label} must be before {end_label}: the window is [{start_label}, {end_label})"
     if end is None and known_at <= start:
@@ -175,12 +177,12 @@ def request_from(name: str, tenant: str, params: QueryParams, ontology: Ontology
             raise UnknownToOntology(refused)
         options["edges"] = edges
     valid_at = instant_param(params.valid_at, "valid_at", label)
-    known_at = instant_param(params.known_at, "known_at", label)
-    known_at = now if known_at is None else known_at
+    given_known_at = instant_param(params.known_at, "known_at", label)
+    known_at = now if given_known_at is None else given_known_at
     if isinstance(params, ChangedParams):
         start, end = instant_param(params.from_, "from", label), instant_param(params.to, "to", label)
         assert start is not None  # a required parameter
-        refused = empty_window(start, end, known_at, label)
+        refused = empty_window(start, end, known_at, label, given_known_at is not None)
         if refused:
             raise InvalidQuery(refused)
         options.update(changed_from=start, changed_to=end, axis=params.axis)
@@ -444,10 +446,10 @@ class QueryEngine:
                 continue
             other = version.dst if direction == "out" else version.src
             if other not in neighbours and len(neighbours) >= limits.max_degree:
-                walk.hit("max_degree")
+                walk.hit("max_degree")  # as ``_expand``: the first neighbours keep all their changes
                 if (anchor, 0, "max_degree") not in walk.frontier:
                     walk.frontier.append((anchor, 0, "max_degree"))
-                return
+                continue
             if len(walk.paths) >= limits.max_paths:
                 _stop(walk, anchor, "max_paths")
             neighbours.add(other)

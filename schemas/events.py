@@ -164,7 +164,10 @@ class TraceEvent(EventBase):
 
     @model_validator(mode="after")
     def _query_is_bounded(self) -> TraceEvent:
-        size = len(orjson.dumps(self.query))
+        try:
+            size = len(orjson.dumps(self.query))
+        except orjson.JSONEncodeError as error:  # a TypeError, which pydantic would not report
+            raise ValueError(f"query: not JSON the ledger can keep ({error})") from None
         if size > MAX_QUERY_BYTES:
             raise ValueError(f"query: {size:,} bytes as JSON, at most {MAX_QUERY_BYTES:,}")
         return self
@@ -185,7 +188,7 @@ class ClockEvent(Strict):
 
     kind: Literal["clock"]
     now: UtcDatetime
-    event_id: str | None = None
+    event_id: Label | None = None
 
 
 LedgerEvent = Annotated[

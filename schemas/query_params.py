@@ -20,6 +20,9 @@ MAX_EXPANSIONS: Final = 200
 MAX_PATHS: Final = 25
 MAX_EVIDENCE_TOKENS: Final = 2000
 MAX_DEGREE: Final = 50
+ENTITY_TEXT: Final = 2 * 1024 + 1
+"""An anchor as given: the longest canonical id an event may make (``Type:id``, each at most
+``schemas.events.MAX_NAME``), or an alias or ``Type:name`` as long."""
 MOST_EXPANSIONS: Final = 100_000
 """The largest ``max_expansions`` a query may ask for: no bounded answer reads, so uses, more edges."""
 """The default ceilings of a traversal (``processors.traversal.Limits`` takes them too)."""
@@ -38,7 +41,7 @@ class QueryParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    entity: str = Field(min_length=1, max_length=512,
+    entity: str = Field(min_length=1, max_length=ENTITY_TEXT,
                         description="Canonical id (Type:system-id, e.g. Component:cmdb:CI0042), an alias "
                                     "('settlement connector') or Type:name.")
     valid_at: Instant = None
@@ -85,7 +88,7 @@ class ChangedParams(QueryParams):
 class HistoryParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    entity: str = Field(min_length=1, max_length=512, description="Canonical id, alias or Type:name.")
+    entity: str = Field(min_length=1, max_length=ENTITY_TEXT, description="Canonical id, alias or Type:name.")
     known_at: Instant = None
     valid_at: str | SkipJsonSchema[None] = Field(None, max_length=64,
                                                  description="Only versions valid at this time (ISO-8601).")

@@ -165,6 +165,18 @@ def test_changed_between_is_bounded_by_every_ceiling(ledger: Ledger) -> None:
         assert cut.truncated and [(node.node, node.reason) for node in cut.frontier] == [(CONNECTOR, ceiling)]
 
 
+def test_changed_between_keeps_every_change_of_the_neighbours_its_degree_cap_admits(ledger: Ledger) -> None:
+    ledger.at("2026-05-01T00:00:00Z").change("cmdb").asserts(REPORTS, "depends_on", CONNECTOR, "2026-01-01").send()
+    ledger.at("2026-05-02T00:00:00Z").change("cmdb").asserts(ETL, "depends_on", CONNECTOR).send()
+    ledger.at("2026-05-03T00:00:00Z").change("cmdb").asserts(REPORTS, "depends_on", CONNECTOR, "2026-03-01").send()
+    window = {"changed_from": parse_micros("2026-04-01"), "axis": "tx"}
+    whole = ledger.query("changed-between", CONNECTOR, **window)
+    reports = [c for c in whole.changes if whole.edges[c.edge_id].src == REPORTS]
+    assert len(reports) == 4, "appended, closed, and the remainder and the new fact appended"
+    capped = ledger.query("changed-between", CONNECTOR, limits=Limits(max_degree=1), **window)
+    assert capped.changes == reports and capped.limits_hit == ["max_degree"]
+
+
 def test_changed_between_lists_changes_in_time_order(ledger: Ledger) -> None:
     moment = ledger.at("2026-05-03T00:00:00Z")
     moment.change("cmdb").asserts(REPORTS, "depends_on", CONNECTOR).send()
