@@ -100,10 +100,11 @@ def unknown_relationships(label: str, relationships: Iterable[str], ontology: On
     return f"{label}: unknown {named}; one of: {', '.join(ontology.relationships)}"
 
 
-def empty_window(start: int, end: int | None, known_at: int, label: Callable[[str], str] = str,
+def empty_window(start: int, end: int | None, known_at: int, axis: str = "valid", label: Callable[[str], str] = str,
                  known_at_given: bool = True) -> str | None:
     """Why a ``changed-between`` window [start, end) is refused, or None: it must not be empty. With no
-    ``end`` the window ends at ``known_at``, and the same rule holds."""
+    ``end`` the window ends at ``known_at``; on the ``tx`` axis it ends there at the latest, since
+    nothing recorded after ``known_at`` is read."""
     start_label, end_label = label("from"), label("to")
     known_at_label = label("known_at") if known_at_given else f"now (the default {label('known_at')})"
     if end is not None and end <= start:
@@ -111,6 +112,9 @@ def empty_window(start: int, end: int | None, known_at: int, label: Callable[[st
     if end is None and known_at <= start:
         return (f"{start_label} must be before {known_at_label}: with no {end_label}, the window is "
                 f"[{start_label}, {known_at_label})")
+    if axis == "tx" and known_at <= start:
+        return (f"{start_label} must be before {known_at_label}: on the tx axis nothing recorded after "
+                f"{known_at_label} is read, so the window [{start_label}, {end_label}) holds no change")
     return None
 
 
@@ -182,7 +186,7 @@ def request_from(name: str, tenant: str, params: QueryParams, ontology: Ontology
     if isinstance(params, ChangedParams):
         start, end = instant_param(params.from_, "from", label), instant_param(params.to, "to", label)
         assert start is not None  # a required parameter
-        refused = empty_window(start, end, known_at, label, given_known_at is not None)
+        refused = empty_window(start, end, known_at, params.axis, label, given_known_at is not None)
         if refused:
             raise InvalidQuery(refused)
         options.update(changed_from=start, changed_to=end, axis=params.axis)
