@@ -223,12 +223,13 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     consumed = [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())]
     started = [[topic, partition, offset] for (topic, partition), offset in sorted((first or {}).items())]
     by_tenant: dict[str, list[OutRecord]] = {}
-    for record in records:  # every record is keyed by its tenant ("": a dead letter that names none)
+    for record in records:  # keyed by its tenant ("": a dead letter naming none, or read off its tenant's partition)
         by_tenant.setdefault(record.key, []).append(record)
     # A marker for every tenant the batch wrote a log record of or saw an event of.
     tenants = {record.key for record in records if record.key and record.topic == log} | seen_by_tenant.keys()
-    # Records of no tenant (dead letters that name none) go before the marker without a tenant that
-    # closes them or, where the batch writes none, before the first tenant's marker.
+    # Records of no tenant (dead letters that name none or were read off their tenant's partition) go
+    # before the marker without a tenant that closes them or, where the batch writes none, before the
+    # first tenant's marker.
     untenanted = [record for key, group in by_tenant.items() if key not in tenants for record in group]
     ordered: list[OutRecord] = [] if marked else untenanted
     for tenant in sorted(tenants):
