@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, NoReturn
+from typing import Any, Literal, NamedTuple
 
 from processors.identity import entity_type_of, normalise_name
 from processors.model import Direction, EdgeVersion
@@ -443,19 +443,20 @@ class QueryEngine:
         # Only what was recorded by known_at is read or counted, so a past answer's counts hold.
         for version in self.reader.iter_adjacent(request.tenant, anchor, rel, direction, request.known_at):
             if walk.edges_read >= limits.max_expansions:
-                _stop(walk, anchor, "max_expansions")
+                walk.cut(anchor, 0, "max_expansions")
+                raise ExpansionBudgetSpent
             walk.edges_read += 1
             found = _changes_of(version, request, within)
             if not found:
                 continue
             other = version.dst if direction == "out" else version.src
             if other not in neighbours and len(neighbours) >= limits.max_degree:
-                walk.hit("max_degree")  # as ``_expand``: the first neighbours keep all their changes
-                if (anchor, 0, "max_degree") not in walk.frontier:
-                    walk.frontier.append((anchor, 0, "max_degree"))
-                continue
+                if (anchor, 0, "max_degree") not in walk.frontier:  # once, though several adjacencies hit it
+                    walk.cut(anchor, 0, "max_degree")
+                continue  # as ``_expand``: the first neighbours keep all their changes
             if len(walk.paths) >= limits.max_paths:
-                _stop(walk, anchor, "max_paths")
+                walk.cut(anchor, 0, "max_paths")
+                raise ExpansionBudgetSpent
             neighbours.add(other)
             changes.extend(found)
             walk.edges[version.edge_id] = version
@@ -487,12 +488,6 @@ class QueryEngine:
 
 def _single(anchor: str, other: str, edge_id: str) -> Path:
     return Path((anchor, other), (edge_id,))
-
-
-def _stop(walk: Traversal, anchor: str, limit: str) -> NoReturn:
-    walk.hit(limit)
-    walk.frontier.append((anchor, 0, limit))
-    raise ExpansionBudgetSpent
 
 
 def _changes_of(version: EdgeVersion, request: QueryRequest,

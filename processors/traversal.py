@@ -83,6 +83,11 @@ class Traversal:
         if limit not in self.limits_hit:
             self.limits_hit.append(limit)
 
+    def cut(self, node: str, depth: int, limit: str) -> None:
+        """A ceiling stopped the walk at ``node``: say which, and put the node on the frontier."""
+        self.hit(limit)
+        self.frontier.append((node, depth, limit))
+
     @property
     def truncated(self) -> bool:
         return bool(self.limits_hit)
@@ -130,8 +135,7 @@ def traverse(
                 continue
             depth = len(partial.edges)
             if depth >= limits.max_depth:
-                walk.hit("max_depth")
-                walk.frontier.append((partial.node, depth, "max_depth"))
+                walk.cut(partial.node, depth, "max_depth")
                 continue
             for move, (rel, direction, next_step, next_hops) in enumerate(moves):
                 chosen = _expand(reader, tenant, partial.node, rel, direction, plan, limits, valid_at,
@@ -203,8 +207,7 @@ def _expand(
         if cached is None:
             read.append(version)
         if walk.edges_read >= limits.max_expansions:
-            walk.hit("max_expansions")
-            walk.frontier.append((node, depth, "max_expansions"))
+            walk.cut(node, depth, "max_expansions")
             raise ExpansionBudgetSpent
         walk.edges_read += 1
         if version.tenant != tenant or not version.visible(valid_at, known_at):
@@ -216,8 +219,7 @@ def _expand(
     if cached is None:
         cache[key] = read  # the budget did not stop it: this is the whole adjacency as of known_at
     if len(by_other) > limits.max_degree:
-        walk.hit("max_degree")
-        walk.frontier.append((node, depth, "max_degree"))
+        walk.cut(node, depth, "max_degree")
         by_other = dict(list(by_other.items())[: limits.max_degree])
     chosen = []
     for other, versions in by_other.items():
