@@ -109,12 +109,10 @@ def empty_window(start: int, end: int | None, known_at: int, axis: str = "valid"
     known_at_label = label("known_at") if known_at_given else f"now (the default {label('known_at')})"
     if end is not None and end <= start:
         return f"{start_label} must be before {end_label}: the window is [{start_label}, {end_label})"
-    if end is None and known_at <= start:
-        return (f"{start_label} must be before {known_at_label}: with no {end_label}, the window is "
-                f"[{start_label}, {known_at_label})")
-    if axis == "tx" and known_at <= start:
-        return (f"{start_label} must be before {known_at_label}: on the tx axis nothing recorded after "
-                f"{known_at_label} is read, so the window [{start_label}, {end_label}) holds no change")
+    if (end is None or axis == "tx") and known_at <= start:
+        why = (f"with no {end_label}, the window is [{start_label}, {known_at_label})" if end is None else
+               f"on the tx axis nothing recorded after {known_at_label} is read")
+        return f"{start_label} must be before {known_at_label}: {why}"
     return None
 
 
