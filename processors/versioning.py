@@ -85,8 +85,8 @@ class Versioner:
         self._closed: list[EdgeVersion] = []
         self._appended: list[EdgeVersion] = []
         self._event_digest: hashlib.blake2b | None = None
-        self._conflicts: list[tuple[str, Fact, EdgeVersion, list[EdgeVersion]]] = []
-        """(review id, fact, the version asserting it, rivals): judged in ``finish`` on what survives."""
+        self._conflicts: list[tuple[str, EdgeVersion, list[EdgeVersion]]] = []
+        """(review id, the version asserting a value, its rivals): judged in ``finish`` on what survives."""
         self._replaced: dict[str, list[EdgeVersion]] = {}
         """A version this event appended and a later assertion of it discarded: the pieces it left."""
 
@@ -178,8 +178,8 @@ class Versioner:
     def finish(self, cause: str) -> None:
         """Emit the event's conflicts and its correction: the committed beliefs it closed and what it
         appended that survives."""
-        for review_id, fact, new, rivals in self._conflicts:
-            self._flag_surviving_conflict(review_id, fact, self._surviving(new), rivals)
+        for review_id, new, rivals in self._conflicts:
+            self._flag_surviving_conflict(review_id, self._surviving(new), rivals)
         if not self._closed:
             return
         closed = [v for v in self._closed if v.tx_from != self.tx]
@@ -224,7 +224,7 @@ class Versioner:
         if single_valued:
             # Closing same-authority competitors changes no other authority's version, and what they
             # leave (and ``new``) cannot compete: the rivals are the other authorities' competitors.
-            self._flag_conflicts(fact, new, [v for v in competing if v.authority != new.authority])
+            self._flag_conflicts(new, [v for v in competing if v.authority != new.authority])
         self._correct("assert", closed, appended)
 
     def _believed_and_competing(self, fact: Fact, authority: str) -> tuple[list[EdgeVersion], list[EdgeVersion]]:
@@ -239,13 +239,13 @@ class Versioner:
         )
         return believed, competing
 
-    def _flag_conflicts(self, fact: Fact, new: EdgeVersion, rivals: list[EdgeVersion]) -> None:
+    def _flag_conflicts(self, new: EdgeVersion, rivals: list[EdgeVersion]) -> None:
         """Note a conflict for ``finish``: a later assertion of the same event may still cut ``new``. Its
         review id is taken now, so every id this event derives is the same whatever comes of it."""
         if rivals:
-            self._conflicts.append((self._next_id("r"), fact, new, rivals))
+            self._conflicts.append((self._next_id("r"), new, rivals))
 
-    def _flag_surviving_conflict(self, review_id: str, fact: Fact, survivors: list[EdgeVersion],
+    def _flag_surviving_conflict(self, review_id: str, survivors: list[EdgeVersion],
                                  rivals: list[EdgeVersion]) -> None:
         """Queue the conflict between what the event left of an asserted value and the rivals it still
         overlaps; nothing when the event replaced the value whole, or left none of it beside a rival."""
@@ -253,7 +253,7 @@ class Versioner:
                                            for s in survivors)]
         if not rivals:
             return
-        authority = survivors[0].authority
+        value = survivors[0]  # every survivor is a piece of the same value
         self.ledger.review_items.append(
             ReviewItem(
                 review_id=review_id,
@@ -262,13 +262,13 @@ class Versioner:
                 tx_at=self.tx,
                 category="cardinality_conflict",
                 reason=(
-                    f"{fact.src} {fact.rel} has competing values from different sources "
-                    f"({authority}: {fact.dst}; "
+                    f"{value.src} {value.rel} has competing values from different sources "
+                    f"({value.authority}: {value.dst}; "
                     + "; ".join(f"{v.authority}: {v.dst}" for v in rivals)
                     + "); both are kept until a person decides"
                 ),
                 details={
-                    "new_edge_id": survivors[0].edge_id,
+                    "new_edge_id": value.edge_id,
                     "new_edge_ids": [v.edge_id for v in survivors],
                     "competing_edge_ids": [v.edge_id for v in rivals],
                 },
