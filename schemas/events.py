@@ -7,31 +7,18 @@ dead-letter topic with its reason, never silently dropped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from schemas.query_params import MOST_EXPANSIONS
+from schemas.bounds import MAX_ALIASES, MAX_NAME, MAX_QUERY_BYTES, MAX_TEXT, MAX_TRACE_EDGES
 from schemas.times import UtcDatetime
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-MAX_NAME: Final = 1024
-"""Characters in a name or identifier: a tenant, event id, entity type, id, name or alias, relationship,
-phrase, source system, record or version, actor. Each becomes part of RocksDB keys and record ids, and
-some are repeated in a log record; no real name comes near it."""
-MAX_TEXT: Final = 64 * 1024
-"""Characters in free text (evidence, reasons), carried whole in each log record of the fact."""
-MAX_ALIASES: Final = 64
-"""Aliases in one mention; each is an alias row and a log record."""
-MAX_TRACE_EDGES: Final = MOST_EXPANSIONS
-"""Edge ids one trace records: a bounded answer uses at most the edges it may read."""
-MAX_QUERY_BYTES: Final = 64 * 1024
-"""A trace's query, as JSON: a query's name, anchor, clocks and parameters."""
 
 NonEmpty = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
 """A name or identifier (see ``MAX_NAME``)."""

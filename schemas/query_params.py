@@ -15,16 +15,13 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 
+from schemas.bounds import ENTITY_TEXT, MOST_EXPANSIONS
+
 MAX_DEPTH: Final = 6
 MAX_EXPANSIONS: Final = 200
 MAX_PATHS: Final = 25
 MAX_EVIDENCE_TOKENS: Final = 2000
 MAX_DEGREE: Final = 50
-ENTITY_TEXT: Final = 2 * 1024 + 1
-"""An anchor as given: the longest canonical id an event may make (``Type:id``, each at most
-``schemas.events.MAX_NAME``), or an alias or ``Type:name`` as long."""
-MOST_EXPANSIONS: Final = 100_000
-"""The largest ``max_expansions`` a query may ask for: no bounded answer reads, so uses, more edges."""
 """The default ceilings of a traversal (``processors.traversal.Limits`` takes them too)."""
 
 LIMIT_FIELDS: Final = ("max_depth", "max_expansions", "max_paths", "max_evidence_tokens", "max_degree")

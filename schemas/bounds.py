@@ -1,0 +1,23 @@
+"""The bounds on what events carry and on what reads take, in one place: what can be written can be read."""
+
+from __future__ import annotations
+
+from typing import Final
+
+MAX_NAME: Final = 1024
+"""Characters in a name or identifier: a tenant, event id, entity type, id, name or alias, relationship,
+phrase, source system, record or version, actor. Each becomes part of RocksDB keys and record ids, and
+some are repeated in a log record; no real name comes near it."""
+MAX_TEXT: Final = 64 * 1024
+"""Characters in free text (evidence, reasons), carried whole in each log record of the fact."""
+MAX_ALIASES: Final = 64
+"""Aliases in one mention; each is an alias row and a log record."""
+MOST_EXPANSIONS: Final = 100_000
+"""The largest ``max_expansions`` a query may ask for: no bounded answer reads, so uses, more edges."""
+MAX_TRACE_EDGES: Final = MOST_EXPANSIONS
+"""Edge ids one trace records: a bounded answer uses at most the edges it may read."""
+MAX_QUERY_BYTES: Final = 64 * 1024
+"""A trace's query, as JSON: a query's name, anchor, clocks and parameters."""
+ENTITY_TEXT: Final = 2 * MAX_NAME + 1
+"""An anchor as a read takes it: the longest canonical id an event can make (``Type:id``), or an alias
+or ``Type:name`` as long."""
