@@ -376,13 +376,13 @@ def serve(
     """HTTP API for agents (one endpoint per traversal, OpenAPI at /openapi.json) and /metrics."""
     from streams.cache_invalidations import PublisherSetupError
     from streams.http_api import serve as serve_http
-    from streams.topics import Topic, check_topic_name
+    from streams.topics import TopicSettings
 
     if bootstrap is not None:
         if not bootstrap.strip():
             raise CliError("--bootstrap is empty: give host:port[,host:port...], or leave it out to not publish")
         try:
-            check_topic_name(topic_prefix + Topic.CACHE_INVALIDATIONS)
+            TopicSettings(prefix=topic_prefix)  # checks every topic name the prefix makes
         except ValueError as error:
             raise CliError(f"--topic-prefix: {error}") from None
     slos = slo_or_default(slo)

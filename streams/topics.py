@@ -64,7 +64,7 @@ COMPACTED_TOPICS = frozenset({Topic.PARTITION_CLAIMS})
 _LEGAL_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
-def check_topic_name(name: str) -> str:
+def _check_topic_name(name: str) -> str:
     """``name`` if Kafka accepts it as a topic name; ``ValueError`` saying why not otherwise."""
     if not _LEGAL_TOPIC.match(name) or name in (".", ".."):
         raise ValueError(f"{name!r} is not a legal Kafka topic name: use letters, digits, '.', '_' and '-', "
@@ -107,7 +107,7 @@ class TopicSettings:
         object.__setattr__(self, "retention_ms", MappingProxyType({**DEFAULT_RETENTION_MS, **self.retention_ms}))
         # Speed: names are asked for per record sent (a worker sends two to three per event). Each is
         # checked here: a client subscribed to an illegal name waits for it silently, forever.
-        object.__setattr__(self, "_names", {logical: check_topic_name(self.prefix + logical)
+        object.__setattr__(self, "_names", {logical: _check_topic_name(self.prefix + logical)
                                             for logical in LOGICAL_TOPICS})
 
     def name(self, logical: str) -> str:
