@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from collections import defaultdict
 from pathlib import Path
 
 import orjson
@@ -13,7 +14,8 @@ from confluent_kafka import Consumer, TopicPartition
 from state import codec
 from state.kv import RocksKV
 from streams.kafka_config import FAST_GROUP_OVERRIDES, consumer_config
-from streams.topics import TopicSettings
+from streams.ledger_log import decode_logged_version
+from streams.topics import Topic, TopicSettings
 
 
 def comparable_state(state_dir: Path) -> set[tuple]:
@@ -71,3 +73,31 @@ def finish(worker: subprocess.Popen, timeout: float = 180) -> tuple[str, str]:
         worker.kill()
         worker.communicate()
         raise
+
+
+def expected_records(expected: Path) -> tuple[dict[str, bool], set[str]]:
+    """Each edge version's final state (closed or not) and the correction ids a complete run emits."""
+    kv = RocksKV(expected, read_only=True)
+    try:
+        versions = [codec.decode_version(v) for _, v in kv.scan(b"V")]
+        corrections = {c.correction_id for _, v in kv.scan(b"K") for c in codec.decode_corrections(v)}
+    finally:
+        kv.close()
+    return {f"{v.tenant}/{v.edge_id}": v.tx_to is not None for v in versions}, corrections
+
+
+def assert_exactly_once_effect(bootstrap: str, topics, expected: Path) -> None:
+    final_states, correction_ids = expected_records(expected)
+    log = [r for r in read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS)) if r["kind"] == "edge_version"]
+    copies: dict[str, list[dict]] = defaultdict(list)
+    for record in log:
+        copies[record["record_id"]].append(record)
+    assert all(all(c == same[0] for c in same) for same in copies.values()), "a re-sent record is the same record"
+    seen: dict[str, bool] = {}
+    for record in log:
+        version = decode_logged_version(record)
+        key = f"{version.tenant}/{version.edge_id}"
+        seen[key] = seen.get(key, False) or version.tx_to is not None
+    assert seen == final_states, "no edge version missing or extra, each in its final state"
+    corrections = read_topic(bootstrap, topics.name(Topic.EDGE_CORRECTIONS))
+    assert {c["correction_id"] for c in corrections} == correction_ids, "every correction emitted (after dedupe)"

@@ -40,7 +40,15 @@ from streams.produce import produce_files
 from streams.replica import run_replica
 from streams.topics import Topic, TopicSettings, ensure_topics
 from tests.benchmarks.generate import generate_events
-from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
+from tests.benchmarks.pipeline_load import LogPipe
+from tests.streams.pipeline_support import (
+    assert_exactly_once_effect,
+    comparable_state,
+    finish,
+    fresh_topics,
+    read_topic,
+    start_worker,
+)
 
 pytestmark = pytest.mark.integration
 TENANTS = ("acme", "globex", "initech", "umbrella")
@@ -433,3 +441,89 @@ def test_exit_when_idle_does_not_count_a_rebuild_as_idle(kafka_broker: EmbeddedB
         f"read {summary['events_read']} of the {waiting} waiting events before exiting after "
         f"{time.monotonic() - started:.1f} s ({count_rows(state, b'I')} events seen: the rebuild restored the rest)")
     assert count_rows(state, b"I") == first_part + waiting, "the rebuild restored the first part, then read the rest"
+
+
+def seen_event_ids(state: Path) -> set[str]:
+    """The event ids a state directory records as seen (its ``I`` table), read as a secondary."""
+    if not (state / "CURRENT").exists():
+        return set()
+    kv = RocksKV(state, read_only=True)
+    try:
+        return {unpack(key[1:])[1] for key, _ in kv.scan(b"I")}
+    finally:
+        kv.close()
+
+
+def event_ids(path: Path) -> set[str]:
+    return {json.loads(line)["event_id"] for line in path.read_text().splitlines()}
+
+
+def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka_broker: EmbeddedBroker,
+                                                                           topics: TopicSettings,
+                                                                           tmp_path: Path) -> None:
+    """Scale out and back in while events flow, as an operator does with `run`. A runs alone; B joins
+    the group while A is busy, the group moves half of the input partitions to B, and B takes A's part
+    of them from the log; B applies more there and is stopped (SIGTERM) as more events arrive; the
+    partitions move back to A, which rebuilds them from the log (B's batches are there) and goes on.
+    Nothing is lost or applied twice: every input is read once by the group, A ends with `load`'s edge
+    versions, each version is on the log once in its final state, every correction is emitted, and a
+    replica of the log holds what A holds."""
+    bootstrap, group = kafka_broker.bootstrap, "g-scale"
+    parts = [tmp_path / f"part{index}.jsonl" for index in range(5)]
+    produced = sum(write_events(part, 100, seed=10 * index, id_prefix=f"p{index}") for index, part in enumerate(parts))
+    load_into(tmp_path / "load", parts, simulated_clock=False, ontology_path=None)
+    ids = [event_ids(part) for part in parts]
+
+    def applied_by_the_group(upto: int) -> bool:
+        seen = seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B")
+        return all(part <= seen for part in ids[:upto + 1])
+
+    workers: dict[str, LogPipe] = {}
+    try:
+        produce_files([parts[0]], bootstrap, topics, progress=False)
+        workers["A"] = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, group))
+        wait_until(lambda: applied_by_the_group(0), 60, "A applied the first part")
+        workers["B"] = LogPipe(start_worker(tmp_path / "B", bootstrap, topics, group))
+        produce_files([parts[1]], bootstrap, topics, progress=False)
+        wait_until(lambda: all(latest_assignment(w) for w in workers.values()), 60, "the group split the partitions")
+        wait_until(lambda: applied_by_the_group(1), 60, "the group applied the second part")
+        produce_files([parts[2]], bootstrap, topics, progress=False)
+        wait_until(lambda: applied_by_the_group(2), 60, "the two workers applied the third part")
+        produce_files([parts[3]], bootstrap, topics, progress=False)
+        left = stop_logged(workers["B"])
+        produce_files([parts[4]], bootstrap, topics, progress=False)
+        wait_until(lambda: set().union(*ids) <= seen_event_ids(tmp_path / "A"), 90, "A applied every part")
+        stayed = stop_logged(workers["A"])
+    finally:
+        for worker in workers.values():
+            if worker.process.poll() is None:
+                worker.process.kill()
+            worker.close()
+
+    read = {"A": stayed["events_read"], "B": left["events_read"]}
+    assert read["B"] > 0 and sum(read.values()) == produced, f"every input read once by the group: {read} of {produced}"
+    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    holders = ("A", "replica")
+    versions = {name: state_difference(tmp_path / name, tmp_path / "load") for name in holders}
+    services = most_reowned_services(tmp_path / "load")
+    double_owned = {name: double_owners(tmp_path / name, services, wall_clock_micros()) for name in holders}
+    assert versions == dict.fromkeys(holders, "same"), f"each holds load's edge versions; owners-of: {double_owned}"
+    assert double_owned == {name: [] for name in holders}, "owned_by is one at a time: one owner per source"
+    assert {name: stale_adjacency(tmp_path / name)[:3] for name in holders} == {name: [] for name in holders}
+    assert_exactly_once_effect(bootstrap, topics, tmp_path / "load")
+    taken_back = [line for _, line in workers["A"].stderr if " rebuilt partition " in line]
+    assert taken_back, "A took B's partitions back by rebuilding them from the log"
+
+
+def latest_assignment(worker: LogPipe) -> bool:
+    """The worker's latest assignment (its ``assigned [...]`` log line) names partitions."""
+    assignments = [line for _, line in list(worker.stderr) if " assigned [" in line]
+    return bool(assignments) and not assignments[-1].endswith("assigned []")
+
+
+def stop_logged(worker: LogPipe) -> dict:
+    """Stop a worker as an operator does (SIGTERM); its summary."""
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.process.wait(60) == 0, "\n".join(line for _, line in worker.stderr[-40:])
+    worker.close()
+    return json.loads("\n".join(line for _, line in worker.stdout))

@@ -7,24 +7,26 @@ import json
 import os
 import signal
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 import streams.replica
 from processors.heap import SettledHeap
-from state import codec
-from state.kv import RocksKV
 from streams.ledger_files import load_into
-from streams.ledger_log import decode_logged_version
 from streams.pipeline import FAILPOINT_CRASH_AFTER_COMMIT
 from streams.produce import produce_files
 from streams.replica import run_replica
-from streams.topics import Topic, ensure_topics
+from streams.topics import ensure_topics
 from tests.benchmarks.generate import generate_events
 from tests.benchmarks.pipeline_load import LogPipe, count_applied
-from tests.streams.pipeline_support import comparable_state, finish, fresh_topics, read_topic, start_worker
+from tests.streams.pipeline_support import (
+    assert_exactly_once_effect,
+    comparable_state,
+    finish,
+    fresh_topics,
+    start_worker,
+)
 
 pytestmark = pytest.mark.integration
 TENANTS = ("acme", "globex", "initech", "umbrella")
@@ -40,34 +42,6 @@ def stream(tmp_path_factory) -> tuple[Path, Path]:
     events.write_text("\n".join(line for group in zip(*per_tenant, strict=True) for line in group) + "\n")
     load_into(folder / "expected", [events], simulated_clock=False, ontology_path=None)
     return events, folder / "expected"
-
-
-def expected_records(expected: Path) -> tuple[dict[str, bool], set[str]]:
-    """Each edge version's final state (closed or not) and the correction ids a complete run emits."""
-    kv = RocksKV(expected, read_only=True)
-    try:
-        versions = [codec.decode_version(v) for _, v in kv.scan(b"V")]
-        corrections = {c.correction_id for _, v in kv.scan(b"K") for c in codec.decode_corrections(v)}
-    finally:
-        kv.close()
-    return {f"{v.tenant}/{v.edge_id}": v.tx_to is not None for v in versions}, corrections
-
-
-def assert_exactly_once_effect(bootstrap: str, topics, expected: Path) -> None:
-    final_states, correction_ids = expected_records(expected)
-    log = [r for r in read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS)) if r["kind"] == "edge_version"]
-    copies: dict[str, list[dict]] = defaultdict(list)
-    for record in log:
-        copies[record["record_id"]].append(record)
-    assert all(all(c == same[0] for c in same) for same in copies.values()), "a re-sent record is the same record"
-    seen: dict[str, bool] = {}
-    for record in log:
-        version = decode_logged_version(record)
-        key = f"{version.tenant}/{version.edge_id}"
-        seen[key] = seen.get(key, False) or version.tx_to is not None
-    assert seen == final_states, "no edge version missing or extra, each in its final state"
-    corrections = read_topic(bootstrap, topics.name(Topic.EDGE_CORRECTIONS))
-    assert {c["correction_id"] for c in corrections} == correction_ids, "every correction emitted (after dedupe)"
 
 
 def test_kill_minus_nine_mid_stream_then_restart(kafka_broker, stream, tmp_path: Path) -> None:
