@@ -16,6 +16,7 @@ from state.kv import RocksKV
 from streams.kafka_config import FAST_GROUP_OVERRIDES, consumer_config
 from streams.ledger_log import decode_logged_version
 from streams.topics import Topic, TopicSettings
+from tests.benchmarks.pipeline_load import LogPipe
 
 
 def comparable_state(state_dir: Path) -> set[tuple]:
@@ -101,3 +102,9 @@ def assert_exactly_once_effect(bootstrap: str, topics, expected: Path) -> None:
     assert seen == final_states, "no edge version missing or extra, each in its final state"
     corrections = read_topic(bootstrap, topics.name(Topic.EDGE_CORRECTIONS))
     assert {c["correction_id"] for c in corrections} == correction_ids, "every correction emitted (after dedupe)"
+
+
+def holds_partitions(worker: LogPipe) -> bool:
+    """The worker's latest assignment (its ``assigned [...]`` log line) names partitions."""
+    assignments = [line for _, line in list(worker.stderr) if " assigned [" in line]
+    return bool(assignments) and not assignments[-1].endswith("assigned []")

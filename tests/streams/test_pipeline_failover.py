@@ -46,6 +46,7 @@ from tests.streams.pipeline_support import (
     comparable_state,
     finish,
     fresh_topics,
+    holds_partitions,
     read_topic,
     start_worker,
 )
@@ -218,6 +219,19 @@ def most_reowned_services(expected: Path, per_tenant: int = 3) -> list[tuple[str
                                   key=lambda item: (-item[1], item[0]))[:per_tenant]]
 
 
+def assert_each_holds_loads_versions(folder: Path, holders: tuple[str, ...]) -> None:
+    """Each state directory ``folder / name`` of ``holders`` holds the edge versions `load` reached
+    (``folder / "load"``), one owner per source of the services re-owned most, and no adjacency
+    row left by a second copy of a batch."""
+    versions = {name: state_difference(folder / name, folder / "load") for name in holders}
+    services = most_reowned_services(folder / "load")
+    now = wall_clock_micros()
+    double_owned = {name: double_owners(folder / name, services, now) for name in holders}
+    assert versions == dict.fromkeys(holders, "same"), f"each holds load's edge versions; owners-of: {double_owned}"
+    assert double_owned == {name: [] for name in holders}, "owned_by is one at a time: one owner per source"
+    assert {name: stale_adjacency(folder / name)[:3] for name in holders} == {name: [] for name in holders}
+
+
 def side_tables(state: Path, at: int) -> dict[str, object]:
     """Everything a state holds besides edges and entities, per tenant, and the coverage of a query at ``at``."""
     ontology, slo = default_ontology(), default_slo()
@@ -291,15 +305,7 @@ def test_a_batch_redone_by_another_worker_is_not_resent_over_it(kafka_broker: Em
     run_until_idle(tmp_path / "A", bootstrap, topics, "g-redone", idle=4)
     run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
 
-    holders = ("B", "A", "replica")
-    versions = {name: state_difference(tmp_path / name, tmp_path / "load") for name in holders}
-    now = wall_clock_micros()
-    services = most_reowned_services(tmp_path / "load")
-    double_owned = {name: double_owners(tmp_path / name, services, now) for name in holders}
-    assert versions == dict.fromkeys(holders, "same"), (
-        f"each holds load's edge versions (the replica: a replay of the whole log); owners-of: {double_owned}")
-    assert double_owned == {name: [] for name in holders}, "owned_by is one at a time: one owner per source"
-    assert {name: stale_adjacency(tmp_path / name)[:3] for name in holders} == {name: [] for name in holders}
+    assert_each_holds_loads_versions(tmp_path, ("B", "A", "replica"))
 
 
 def crash_at(failpoint: str, state: Path, bootstrap: str, topics: TopicSettings, group: str) -> None:
@@ -334,13 +340,7 @@ def test_a_redo_cut_short_keeps_the_batch_it_redid_from_being_resent(kafka_broke
 
     run_until_idle(tmp_path / "A", bootstrap, topics, "g-cut-short", idle=4)
     run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
-    holders = ("A", "replica")
-    versions = {name: state_difference(tmp_path / name, tmp_path / "load") for name in holders}
-    services = most_reowned_services(tmp_path / "load")
-    double_owned = {name: double_owners(tmp_path / name, services, wall_clock_micros()) for name in holders}
-    assert versions == dict.fromkeys(holders, "same"), f"each holds load's edge versions; owners-of: {double_owned}"
-    assert double_owned == {name: [] for name in holders}, "owned_by is one at a time: one owner per source"
-    assert {name: stale_adjacency(tmp_path / name)[:3] for name in holders} == {name: [] for name in holders}
+    assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
 
 
 def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_broker: EmbeddedBroker,
@@ -485,7 +485,7 @@ def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka
         wait_until(lambda: applied_by_the_group(0), 60, "A applied the first part")
         workers["B"] = LogPipe(start_worker(tmp_path / "B", bootstrap, topics, group))
         produce_files([parts[1]], bootstrap, topics, progress=False)
-        wait_until(lambda: all(latest_assignment(w) for w in workers.values()), 60, "the group split the partitions")
+        wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
         wait_until(lambda: applied_by_the_group(1), 60, "the group applied the second part")
         produce_files([parts[2]], bootstrap, topics, progress=False)
         wait_until(lambda: applied_by_the_group(2), 60, "the two workers applied the third part")
@@ -503,22 +503,10 @@ def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka
     read = {"A": stayed["events_read"], "B": left["events_read"]}
     assert read["B"] > 0 and sum(read.values()) == produced, f"every input read once by the group: {read} of {produced}"
     run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
-    holders = ("A", "replica")
-    versions = {name: state_difference(tmp_path / name, tmp_path / "load") for name in holders}
-    services = most_reowned_services(tmp_path / "load")
-    double_owned = {name: double_owners(tmp_path / name, services, wall_clock_micros()) for name in holders}
-    assert versions == dict.fromkeys(holders, "same"), f"each holds load's edge versions; owners-of: {double_owned}"
-    assert double_owned == {name: [] for name in holders}, "owned_by is one at a time: one owner per source"
-    assert {name: stale_adjacency(tmp_path / name)[:3] for name in holders} == {name: [] for name in holders}
+    assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
     assert_exactly_once_effect(bootstrap, topics, tmp_path / "load")
     taken_back = [line for _, line in workers["A"].stderr if " rebuilt partition " in line]
     assert taken_back, "A took B's partitions back by rebuilding them from the log"
-
-
-def latest_assignment(worker: LogPipe) -> bool:
-    """The worker's latest assignment (its ``assigned [...]`` log line) names partitions."""
-    assignments = [line for _, line in list(worker.stderr) if " assigned [" in line]
-    return bool(assignments) and not assignments[-1].endswith("assigned []")
 
 
 def stop_logged(worker: LogPipe) -> dict:

@@ -25,6 +25,7 @@ from tests.streams.pipeline_support import (
     comparable_state,
     finish,
     fresh_topics,
+    holds_partitions,
     start_worker,
 )
 
@@ -103,7 +104,7 @@ def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker,
                for name in ("w1", "w2")]
     try:
         for worker in workers:
-            assert worker.wait_for(lambda w=worker: _holds_partitions(w), 60), f"no assignment:\n{worker.tail()}"
+            assert worker.wait_for(lambda w=worker: holds_partitions(w), 60), f"no assignment:\n{worker.tail()}"
         produce_files([events], kafka_broker.bootstrap, topics, progress=False)
         for worker in workers:
             worker.process.wait(180)
@@ -143,9 +144,3 @@ def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker,
     assert comparable_state(tmp_path / "replica") == comparable_state(expected), "a query replica sees it all"
     assert len(settled) == applied > 0, "the replica keeps the collector off what it has replayed"
     assert gc.get_freeze_count() == 0, "and hands it back when it stops"
-
-
-def _holds_partitions(worker: LogPipe) -> bool:
-    """The worker's latest assignment (its ``assigned [...]`` log line) names partitions."""
-    assignments = [line for _, line in list(worker.stderr) if " assigned [" in line]
-    return bool(assignments) and not assignments[-1].endswith("assigned []")
