@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Final
 
 MAX_NAME: Final = 1024
-"""Characters in a name or identifier: a tenant, event id, entity type, id, name or alias, relationship,
+"""Characters in a name or identifier: an event id, entity type, id, name or alias, relationship,
 phrase, source system, record or version, actor. Each becomes part of RocksDB keys and record ids, and
 some are repeated in a log record; no real name comes near it."""
+TENANT_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$"
+"""What a tenant id is: 1 to 128 letters, digits and ``. _ : @ + -``, beginning with a letter or digit.
+A tenant is a path segment of the HTTP API and part of every Kafka key, RocksDB key and record id,
+so an event naming any other tenant is refused: its facts could be written and never read."""
 MAX_TEXT: Final = 64 * 1024
 """Characters in free text (evidence, reasons), carried whole in each log record of the fact."""
 MAX_ALIASES: Final = 64

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from schemas.bounds import MAX_ALIASES, MAX_NAME, MAX_QUERY_BYTES, MAX_TEXT, MAX_TRACE_EDGES
+from schemas.bounds import MAX_ALIASES, MAX_NAME, MAX_QUERY_BYTES, MAX_TEXT, MAX_TRACE_EDGES, TENANT_PATTERN
 from schemas.times import UtcDatetime
 
 
@@ -26,6 +26,8 @@ Label = Annotated[str, Field(max_length=MAX_NAME)]
 """A name that may be empty (a source version, a phrase)."""
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 NonEmptyText = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+TenantId = Annotated[str, Field(pattern=TENANT_PATTERN)]
+"""A tenant (see ``TENANT_PATTERN``)."""
 EdgeId = Annotated[str, Field(min_length=1, max_length=64)]
 """An edge id the ledger made (``e`` and 16 hex digits)."""
 
@@ -80,7 +82,7 @@ class Retraction(Strict):
 
 class EventBase(Strict):
     event_id: NonEmpty
-    tenant: NonEmpty
+    tenant: TenantId
 
 
 class ChangeEvent(EventBase):

@@ -43,6 +43,7 @@ from processors.queries import (
     request_from,
 )
 from processors.traversal import PlanRefused
+from schemas.bounds import TENANT_PATTERN
 from schemas.cache import CacheInvalidation
 from schemas.ontology import Ontology, default_ontology
 from schemas.query_params import (
@@ -66,7 +67,6 @@ from streams.ledger_files import wall_clock_micros
 from streams.metrics import LedgerMetrics
 from streams.topics import TopicSettings
 
-TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$"
 CACHE_HEADER = "X-Edgeledger-Cache"
 
 

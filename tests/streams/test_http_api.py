@@ -169,6 +169,17 @@ def test_a_tenant_is_always_required_and_checked(client: TestClient) -> None:
     assert other["disposition"] == "unknown" and other["anchor"]["resolution"] == "unresolved"
 
 
+def test_any_tenant_an_event_may_name_is_one_the_api_reads(state: Path, tmp_path: Path) -> None:
+    """What can be written can be read: a tenant id with every character the events allow."""
+    tenant = "Org-1.eu_west:prod@acme+b"
+    change = cmdb_change("t-1", "svc/S7", edge(("Service", "cmdb:S7"), "owned_by", ("Team", "hr:T7")))
+    load(state, change | {"tenant": tenant})
+    with TestClient(create_app(state, cache_dir=tmp_path / "cache", refresh_interval_s=0)) as client:
+        answer = client.get(f"/v1/tenants/{tenant}/owners-of", params={"entity": "Service:cmdb:S7"})
+    assert answer.status_code == 200, answer.text
+    assert [result["entity"] for result in answer.json()["results"]] == ["Team:hr:T7"]
+
+
 # -- the cache, and a writer beside the reader ----------------------------------------------------------------------
 def test_a_repeat_is_served_from_the_cache(client: TestClient) -> None:
     params = {"entity": CONNECTOR, "valid_at": "2026-06-01"}
