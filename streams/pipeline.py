@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from processors.heap import SettledHeap
 from processors.ledger import Misrouted
@@ -56,7 +56,15 @@ FAILPOINT_CRASH_AFTER_COMMIT = "EDGELEDGER_FAILPOINT_CRASH_AFTER_COMMIT"
 FAILPOINT_CRASH_MID_SEND = "EDGELEDGER_FAILPOINT_CRASH_MID_SEND"
 #: Failpoint for crash tests: die once batch N is sent, before the group commits its offsets.
 FAILPOINT_CRASH_AFTER_SEND = "EDGELEDGER_FAILPOINT_CRASH_AFTER_SEND"
+#: Failpoint for tests: ``N:PATH`` holds batch N, committed to the state and not yet checked or sent,
+#: until the file PATH exists (a test pauses the process there, as a long stall would).
+FAILPOINT_HOLD_BEFORE_SEND = "EDGELEDGER_FAILPOINT_HOLD_BEFORE_SEND"
 CRASH_EXIT_CODE = 137
+
+NOT_A_MEMBER = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION,
+                          KafkaError.REBALANCE_IN_PROGRESS, KafkaError.FENCED_INSTANCE_ID})
+"""What the group coordinator answers a commit from a member it no longer counts in this generation."""
+OWNERSHIP_CHECK_ATTEMPTS = 3
 
 CommitObserver = Callable[[PendingLedger], None]
 LagObserver = Callable[[str, int, int], None]
@@ -98,6 +106,9 @@ class LedgerWorker:
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
         self._crash_mid_send = int(os.environ.get(FAILPOINT_CRASH_MID_SEND, "0") or 0)
         self._crash_after_send = int(os.environ.get(FAILPOINT_CRASH_AFTER_SEND, "0") or 0)
+        held, _, self._hold_until = os.environ.get(FAILPOINT_HOLD_BEFORE_SEND, "").partition(":")
+        self._hold_batch = int(held or 0)
+        self._inputs: list[str] = []
         self.heap = SettledHeap()
         self._parked: list[tuple[bytes, tuple[str, str, bytes, int]]] = []
         self._batch_first: dict[tuple[str, int], int] = {}
@@ -122,9 +133,9 @@ class LedgerWorker:
         if self._parked:
             log.info("found %d outbox records a previous run committed but may not have sent: they are "
                      "settled once this worker is assigned its partitions", len(self._parked))
-        inputs = [self.config.topics.name(t) for t in INPUT_TOPICS]
-        self.consumer.subscribe(inputs, on_assign=self._on_assign, on_revoke=self._on_revoke)
-        log.info("worker %s consuming %s", self.config.worker_id, ", ".join(inputs))
+        self._inputs = [self.config.topics.name(t) for t in INPUT_TOPICS]
+        self._subscribe()
+        log.info("worker %s consuming %s", self.config.worker_id, ", ".join(self._inputs))
         idle_since = time.monotonic()
         try:
             with self.heap:
@@ -141,6 +152,9 @@ class LedgerWorker:
         finally:
             self.close()
         return self.totals
+
+    def _subscribe(self) -> None:
+        self.consumer.subscribe(self._inputs, on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def _check_co_partitioned(self) -> None:
         """Refuse to start unless every input topic has as many partitions as ``edge-versions``: a
@@ -273,6 +287,11 @@ class LedgerWorker:
         self._observe(pending)
         if self._batches == self._crash_after_commit:
             os._exit(CRASH_EXIT_CODE)
+        if self._batches == self._hold_batch:
+            self._hold()
+        if not self._still_a_member():
+            self._park_lost_batch()
+            return len(consumed)
         if self._batches == self._crash_mid_send:
             self._send(through_first_marker(records))
             os._exit(CRASH_EXIT_CODE)
@@ -282,6 +301,48 @@ class LedgerWorker:
         self.bookkeeping.trim(outbox_keys)
         self._commit_offsets(consumed)
         return len(consumed)
+
+    def _still_a_member(self) -> bool:
+        """Whether the group still counts this worker as the owner of its partitions, asked right before
+        a batch is sent. A worker the group evicted while it applied the batch (a paused process, a
+        batch or rebuild longer than ``max.poll.interval.ms``) must not send it: another worker may
+        have rebuilt those partitions from the log and redone the inputs, and the two copies on the
+        log would contradict each other. The question is a synchronous commit of the offsets the batch
+        started from: the coordinator refuses it from a member of an earlier generation, and it moves
+        no offset past what the log holds. Other errors are retried, then raised (the worker stops,
+        and its restart settles the batch from the outbox)."""
+        started = [TopicPartition(topic, partition, offset) for (topic, partition), offset in self._batch_first.items()]
+        for attempt in range(1, OWNERSHIP_CHECK_ATTEMPTS + 1):
+            try:
+                self.consumer.commit(offsets=started, asynchronous=False)
+                return True
+            except KafkaException as error:
+                if error.args[0].code() in NOT_A_MEMBER:
+                    log.warning("worker %s is no longer a member of the group (%s): batch %d is not sent",
+                                self.config.worker_id, error.args[0].str(), self._batches)
+                    return False
+                if attempt == OWNERSHIP_CHECK_ATTEMPTS:
+                    raise
+                log.warning("worker %s could not confirm it still owns its partitions (%s); asking again",
+                            self.config.worker_id, error.args[0].str())
+                time.sleep(0.5 * attempt)
+        raise AssertionError("unreachable")
+
+    def _park_lost_batch(self) -> None:
+        """The batch is committed to the state and its outbox but not sent: park it as a restart would
+        find it, and join the group again; the next assignment settles it (``_settle_parked``: sent if
+        the partitions came back untouched, else discarded with the state, which is rebuilt from the
+        log). Until then no record of a partition held before is applied."""
+        self._parked = self.bookkeeping.outbox()
+        self.assigned.clear()
+        self.consumer.unsubscribe()
+        self._subscribe()
+
+    def _hold(self) -> None:
+        log.warning("worker %s holds batch %d until %s exists (%s)", self.config.worker_id, self._batches,
+                    self._hold_until, FAILPOINT_HOLD_BEFORE_SEND)
+        while not os.path.exists(self._hold_until):
+            time.sleep(0.05)
 
     def _consume(self) -> list[Message]:
         return self.consumer.consume(num_messages=self.config.batch_max, timeout=self.config.poll_timeout)
@@ -298,7 +359,7 @@ class LedgerWorker:
                     log.warning("consume error: %s", error)
                 continue
             position = (message.topic(), message.partition())
-            if message.offset() <= self.applied_offsets.get(position, -1):
+            if message.offset() <= self.applied_offsets.get(position, -1) or position not in self.assigned:
                 continue
             self._arrival = position
             letters = len(pending.dead_letters)

@@ -35,6 +35,7 @@ from streams.pipeline import (
     FAILPOINT_CRASH_AFTER_COMMIT,
     FAILPOINT_CRASH_AFTER_SEND,
     FAILPOINT_CRASH_MID_SEND,
+    FAILPOINT_HOLD_BEFORE_SEND,
 )
 from streams.produce import produce_files
 from streams.replica import run_replica
@@ -368,6 +369,45 @@ def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_bro
     assert {name: stale_adjacency(tmp_path / name)[:3] for name in holders} == {name: [] for name in holders}
     assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
         "A holds the versions as the log has them, with B's transaction times, not a redo of its own")
+
+
+def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_broker: EmbeddedBroker,
+                                                                          topics: TopicSettings,
+                                                                          tmp_path: Path) -> None:
+    """A commits its first batch to its state and is paused (SIGSTOP) before sending it, long enough
+    for the group to evict it. B takes the partitions over, rebuilds them from the log and applies
+    the whole stream. A resumes where it stopped: the group no longer counts it as a member, so it
+    does not send its batch, whose records would contradict B's on the log with other transaction
+    times. It joins again, finds B's claims, discards its state and rebuilds it from the log."""
+    bootstrap, events, release = kafka_broker.bootstrap, tmp_path / "events.jsonl", tmp_path / "release"
+    produced = write_events(events, 250)
+    load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
+    produce_files([events], bootstrap, topics, progress=False)
+
+    os.environ[FAILPOINT_HOLD_BEFORE_SEND] = f"1:{release}"
+    try:
+        paused = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, "g-paused", exit_when_idle=4))
+    finally:
+        del os.environ[FAILPOINT_HOLD_BEFORE_SEND]
+    try:
+        wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
+                   "A holds its first batch")
+        os.kill(paused.process.pid, signal.SIGSTOP)
+        assert run_until_idle(tmp_path / "B", bootstrap, topics, "g-paused")["events_read"] == produced
+        os.kill(paused.process.pid, signal.SIGCONT)
+        release.touch()
+        assert paused.process.wait(120) == 0, paused.tail()
+    finally:
+        if paused.process.poll() is None:
+            paused.process.kill()
+        paused.close()
+
+    assert any(" is no longer a member of the group " in line for _, line in paused.stderr), paused.tail()
+    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    assert_exactly_once_effect(bootstrap, topics, tmp_path / "load")
+    assert_each_holds_loads_versions(tmp_path, ("B", "A", "replica"))
+    assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
+        "A holds the versions as the log has them, with B's transaction times, not its own")
 
 
 def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroker, topics: TopicSettings,
