@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 
 from schemas.bounds import ENTITY_TEXT, MOST_EXPANSIONS
+from schemas.times import MAX_INSTANT_TEXT
 
 MAX_DEPTH: Final = 6
 MAX_EXPANSIONS: Final = 200
@@ -28,7 +29,8 @@ LIMIT_FIELDS: Final = ("max_depth", "max_expansions", "max_paths", "max_evidence
 
 Instant = Annotated[
     str | SkipJsonSchema[None],
-    Field(description="ISO-8601 date or datetime with a timezone ('Z' or an offset); a date alone is midnight "
+    Field(max_length=MAX_INSTANT_TEXT,
+          description="ISO-8601 date or datetime with a timezone ('Z' or an offset); a date alone is midnight "
                       "UTC. Default: now.", examples=["2026-04-22", "2026-04-22T10:14:00Z"]),
 ]
 

@@ -17,11 +17,20 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROS = 1_000_000
 
 
+MAX_INSTANT_TEXT = 64
+"""The longest text taken as an instant (the longest ISO-8601 form is 32 characters): the parsed texts
+are cached, and a padded one must not hold its padding there."""
+
+
 def parse_instant(value: object) -> datetime:
     """Parse an ISO-8601 date or datetime into an aware UTC datetime."""
     if isinstance(value, str):
+        if len(value) > MAX_INSTANT_TEXT:
+            raise ValueError(f"an instant is ISO-8601 text of at most {MAX_INSTANT_TEXT} characters, "
+                             f"not {len(value):,}")
         return _parse_text(value)
     return _parse_value(value)
+
 
 
 @lru_cache(maxsize=1 << 16)  # Speed: feeds repeat the same dates and seconds; a datetime is immutable.

@@ -155,6 +155,8 @@ def test_health_metrics_and_openapi(client: TestClient) -> None:
     ("changed-between", {"entity": CONNECTOR, "from": "2026-05-01", "known_at": "2026-04-01"}, "known_at"),
     ("changed-between", {"entity": CONNECTOR, "from": "2026-01-01", "axis": "sideways"}, "axis"),
     ("history", {"entity": CONNECTOR, "rel": "likes"}, "likes"),
+    ("owners-of", {"entity": CONNECTOR, "valid_at": "2026-04-22" + "+" * 100}, "valid_at"),
+    ("history", {"entity": CONNECTOR, "known_at": "2026-04-22" + " " * 100}, "known_at"),
 ])
 def test_bad_requests_get_422_with_a_reason(client: TestClient, path: str, params: dict, says: str) -> None:
     response = client.get(f"{BASE}/{path}", params=params)
