@@ -10,8 +10,9 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts; free in ``state.store``
 =====  ==========================================  ===========================================
 
 The KV layer keeps at most ``max_entries`` entries, evicting by insertion order. The memory front
-keeps the entries of recently used base keys (at most ``memory_entries`` entries in all); it holds
-a subset of the KV and every removal goes through both. Not thread-safe: callers serialise.
+keeps the entries of recently used base keys (at most ``memory_entries`` entries and ``memory_bytes``
+of answers in all, none larger than a sixteenth of that); it holds a subset of the KV and every
+removal goes through both. Not thread-safe: callers serialise.
 """
 
 from __future__ import annotations
@@ -70,17 +71,26 @@ def decode_entry(data: bytes) -> _Stored:
     return _Stored(entry, fields["seq"])
 
 
+MEMORY_BYTES = 64 << 20
+"""The memory front's answers, as JSON, at most: a review held 11 MB per cached 5.7 MB answer there,
+and a count alone let a few thousand large answers take gigabytes."""
+
+
 class CacheStore:
     """Implements ``processors.cache.CacheBackend`` over an ``OrderedKV``."""
 
-    def __init__(self, kv: OrderedKV, max_entries: int = 50_000, memory_entries: int = 2_000) -> None:
-        if max_entries < 1 or memory_entries < 0:
-            raise ValueError("max_entries must be at least 1 and memory_entries at least 0")
+    def __init__(self, kv: OrderedKV, max_entries: int = 50_000, memory_entries: int = 2_000,
+                 memory_bytes: int = MEMORY_BYTES) -> None:
+        if max_entries < 1 or memory_entries < 0 or memory_bytes < 0:
+            raise ValueError("max_entries must be at least 1, memory_entries and memory_bytes at least 0")
         self.kv = kv
         self.max_entries = max_entries
         self.memory_entries = memory_entries
+        self.memory_bytes = memory_bytes
         self._memory: OrderedDict[str, dict[str, _Stored]] = OrderedDict()
         self._in_memory = 0
+        self._memory_used = 0
+        """Bytes of the answers in the memory front (their JSON)."""
         raw = kv.get(_SEQUENCE)
         self._sequence = int(raw) if raw else 0
         self._count = sum(1 for _ in kv.scan(_ORDER))
@@ -133,14 +143,17 @@ class CacheStore:
         self.kv.write(puts, deletes)
         if previous is None:
             self._count += 1
-        group = self._memory.get(entry.base)
-        if group is None and self.memory_entries:
-            # The entry just computed is the likeliest next hit: keep it decoded. A group may hold
-            # only some of a base's entries; ``find`` reads the store when none of them covers valid_at.
-            group = self._memory[entry.base] = {}
-        if group is not None:
-            self._in_memory += 0 if entry.key in group else 1
-            group[entry.key] = _Stored(entry, self._sequence)
+        # The entry just computed is the likeliest next hit: keep it decoded. A group may hold only
+        # some of a base's entries; ``find`` reads the store when none of them covers valid_at.
+        self._forget(entry)
+        stored = _Stored(entry, self._sequence)
+        if self._fits(stored):
+            group = self._memory.get(entry.base)
+            if group is None:
+                group = self._memory[entry.base] = {}
+            group[entry.key] = stored
+            self._in_memory += 1
+            self._memory_used += len(entry.result_json)
             self._memory.move_to_end(entry.base)
             self._shrink_memory()
         return self._evict()
@@ -167,6 +180,7 @@ class CacheStore:
                 self.kv.write([], rows[start:start + 10_000])
         self._memory.clear()
         self._in_memory = 0
+        self._memory_used = 0
         self._sequence = 0
         self._count = 0
 
@@ -185,22 +199,34 @@ class CacheStore:
         oldest = [str(unpack(key[1:])[-1]) for key, _ in islice(self.kv.scan(_ORDER), excess)]
         return self.remove(oldest)
 
+    def _fits(self, stored: _Stored) -> bool:
+        """Whether an entry may be kept in memory: a large answer is read from the store each time."""
+        return self.memory_entries > 0 and len(stored.entry.result_json) <= self.memory_bytes // 16
+
     def _remember(self, base: str, group: dict[str, _Stored]) -> None:
-        self._in_memory -= len(self._memory.pop(base, {}))
-        if not group or self.memory_entries == 0:
+        self._drop_group(base)
+        kept = {key: stored for key, stored in group.items() if self._fits(stored)}
+        if not kept:
             return
-        self._memory[base] = group
-        self._in_memory += len(group)
+        self._memory[base] = kept
+        self._in_memory += len(kept)
+        self._memory_used += sum(len(stored.entry.result_json) for stored in kept.values())
         self._shrink_memory()
+
+    def _drop_group(self, base: str) -> None:
+        group = self._memory.pop(base, {})
+        self._in_memory -= len(group)
+        self._memory_used -= sum(len(stored.entry.result_json) for stored in group.values())
 
     def _forget(self, entry: CacheEntry) -> None:
         group = self._memory.get(entry.base)
-        if group is not None and group.pop(entry.key, None) is not None:
+        stored = group.pop(entry.key, None) if group is not None else None
+        if stored is not None:
             self._in_memory -= 1
+            self._memory_used -= len(stored.entry.result_json)
             if not group:
                 del self._memory[entry.base]
 
     def _shrink_memory(self) -> None:
-        while self._in_memory > self.memory_entries and self._memory:
-            _, group = self._memory.popitem(last=False)
-            self._in_memory -= len(group)
+        while (self._in_memory > self.memory_entries or self._memory_used > self.memory_bytes) and self._memory:
+            self._drop_group(next(iter(self._memory)))

@@ -273,6 +273,21 @@ def test_the_decoded_front_stays_bounded(served: tuple[Ledger, CachedQueryEngine
     assert engine.run_with_status(request("owners-of", ETL))[1] == "hit"
 
 
+def test_the_decoded_front_is_bounded_by_bytes(served: tuple[Ledger, CachedQueryEngine]) -> None:
+    ledger, engine = served
+    asked = [request("owners-of", entity) for entity in (CONNECTOR, REPORTS, DASH, ETL)]
+    sizes = [len(QueryEngine(ledger.store, ONTOLOGY).run(one).model_dump_json()) for one in asked]
+    engine.decoded_bytes = 16 * min(sizes) - 1  # every answer is more than a sixteenth: none is kept
+    for one in asked:
+        engine.run(one)
+    assert not engine._decoded and engine._decoded_used == 0
+    engine.decoded_bytes = 16 * max(sizes)  # room for every one of them alone, not for all of them together
+    for one in asked:
+        engine.run(one)
+    assert engine._decoded and engine._decoded_used == sum(len(raw) for raw, _ in engine._decoded.values())
+    assert engine._decoded_used <= engine.decoded_bytes
+
+
 def test_bounded_entries_evict_the_oldest(served: tuple[Ledger, CachedQueryEngine]) -> None:
     ledger, _ = served
     engine = cached_engine(ledger, max_entries=2, memory_entries=1)

@@ -103,6 +103,24 @@ def test_the_memory_front_is_a_subset_of_the_kv(kv: OrderedKV) -> None:
     assert store.find("owners-of:0", 0) is not None
 
 
+def test_the_memory_front_is_bounded_by_bytes_and_keeps_no_large_answer(kv: OrderedKV) -> None:
+    """Bounded by count alone, a few thousand large answers took gigabytes: the front also keeps at
+    most ``memory_bytes`` of answers, none larger than a sixteenth of that; the store still has them."""
+    store = CacheStore(kv, memory_entries=100, memory_bytes=1600)
+    large = entry("owners-of:large", body="x" * 101)
+    store.put(large)
+    assert store._memory_used == 0 and not store._memory, "a large answer is not kept in memory"
+    assert store.find("owners-of:large", 0) == large and not store._memory, "it is read from the store"
+    for i in range(20):
+        store.put(entry(f"owners-of:{i}", body="y" * 100))
+    assert store._memory_used <= 1600 and store._in_memory == 16
+    assert store._memory_used == sum(len(s.entry.result_json) for g in store._memory.values() for s in g.values())
+    assert all(store.find(f"owners-of:{i}", 0) is not None for i in range(20)), "evicted from memory, not the store"
+    store.put(entry("owners-of:19", body="z" * 101))
+    assert "owners-of:19" not in store._memory, "a replacement too large leaves the front"
+    assert store.find("owners-of:19", 0).result_json == b"z" * 101
+
+
 def test_clear_and_reopen(tmp_path: Path) -> None:
     kv = RocksKV(tmp_path / "cache")
     store = CacheStore(kv)
