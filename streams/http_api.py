@@ -191,6 +191,8 @@ class LedgerService:
         self.metrics = metrics
         self.wall_clock = wall_clock
         self.lock = threading.Lock()
+        self._last_seen: tuple[int, int] = (NO_TRANSACTION, 0)
+        """The newest transaction and the cache's size when ``health`` last looked."""
         self.closed = False
         self.publisher: InvalidationPublisher | None = None
         self.heap: SettledHeap | None = None
@@ -243,11 +245,16 @@ class LedgerService:
             return result
 
     def health(self) -> HealthOut:
-        with self.lock:
-            self.follower.refresh()
-            last = self.follower.last_tx()
-            return HealthOut(last_tx=format_micros(last) if last > NO_TRANSACTION else None,
-                             cache_entries=len(self.cache))
+        """Never waits behind a query: large traversals hold the lock for seconds, and a liveness probe
+        with a short timeout would fail the server. While they do, it reports what it last saw."""
+        if self.lock.acquire(blocking=False):
+            try:
+                self.follower.refresh()
+                self._last_seen = (self.follower.last_tx(), len(self.cache))
+            finally:
+                self.lock.release()
+        last, entries = self._last_seen
+        return HealthOut(last_tx=format_micros(last) if last > NO_TRANSACTION else None, cache_entries=entries)
 
 
 def _error(status: int, detail: str, errors: list[dict[str, Any]] = ()) -> JSONResponse:

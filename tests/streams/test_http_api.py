@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,6 +135,18 @@ def test_health_metrics_and_openapi(client: TestClient) -> None:
         taken = {field.alias or key for key, field in PARAMS[name].model_fields.items()}
         assert {p["name"] for p in operation["parameters"]} == {"tenant", *taken}, "the CLI's and replay's too"
     assert "unknown` is **not** `none" in document["paths"]["/v1/tenants/{tenant}/owners-of"]["get"]["description"]
+
+
+def test_health_answers_while_queries_hold_the_lock(client: TestClient) -> None:
+    """A liveness probe must not wait behind large traversals (a review saw /healthz take 2 s)."""
+    seen = client.get("/healthz").json()
+    answered: list[dict] = []
+    probe = threading.Thread(target=lambda: answered.append(client.get("/healthz").json()), daemon=True)
+    with service(client).lock:
+        probe.start()
+        probe.join(5)
+        assert answered == [seen], "health answered with what it last saw, without the lock"
+    probe.join(5)
 
 
 # -- bad requests: 4xx with a reason, never 500 -------------------------------------------------------------------
