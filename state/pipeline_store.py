@@ -15,6 +15,8 @@ OFFSET = b"G"
 OUTBOX = b"W"
 _OUTBOX_SEQUENCE = b"M" + pack("outbox_seq")
 _LINEAGE = b"M" + pack("lineage")
+_REBUILDING = b"M" + pack("rebuilding")
+"""Log partitions this state claimed and has not finished rebuilding (one row each, ``pack(partition)``)."""
 _FRAME = struct.Struct(">HHIi")
 """Outbox frame header: the sizes of topic, key and value, and the partition (-1: the key's)."""
 _FRAMED_WITH_PARTITION = b"\xfe\x02"
@@ -47,6 +49,19 @@ class PipelineStore:
         lineage = uuid.uuid4().hex
         self.kv.write([(_LINEAGE, lineage.encode())])
         return lineage
+
+    def rebuilding(self) -> set[int]:
+        """The log partitions whose rebuild this state began and did not finish."""
+        return {int(unpack(key[len(_REBUILDING):])[0]) for key, _ in self.kv.scan(_REBUILDING)}
+
+    def begin_rebuilds(self, partitions: Sequence[int]) -> None:
+        """Mark the partitions as being rebuilt before claiming them: the claim then says this state
+        owns them, and only the marks still say, after a crash, that their rebuild is unfinished."""
+        if partitions:
+            self.kv.write([(_REBUILDING + pack(partition), b"") for partition in partitions])
+
+    def end_rebuild(self, partition: int) -> None:
+        self.kv.write([], [_REBUILDING + pack(partition)])
 
     def input_offsets(self) -> dict[tuple[str, int], int]:
         """The last offset applied, per input (topic, partition)."""

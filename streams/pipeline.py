@@ -56,6 +56,8 @@ FAILPOINT_CRASH_AFTER_COMMIT = "EDGELEDGER_FAILPOINT_CRASH_AFTER_COMMIT"
 FAILPOINT_CRASH_MID_SEND = "EDGELEDGER_FAILPOINT_CRASH_MID_SEND"
 #: Failpoint for crash tests: die once batch N is sent, before the group commits its offsets.
 FAILPOINT_CRASH_AFTER_SEND = "EDGELEDGER_FAILPOINT_CRASH_AFTER_SEND"
+#: Failpoint for crash tests: die (as from kill -9) as the first rebuild of a partition from the log begins.
+FAILPOINT_CRASH_IN_REBUILD = "EDGELEDGER_FAILPOINT_CRASH_IN_REBUILD"
 #: Failpoint for tests: ``N:PATH`` holds batch N, committed to the state and not yet checked or sent,
 #: until the file PATH exists (a test pauses the process there, as a long stall would).
 FAILPOINT_HOLD_BEFORE_SEND = "EDGELEDGER_FAILPOINT_HOLD_BEFORE_SEND"
@@ -106,6 +108,7 @@ class LedgerWorker:
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
         self._crash_mid_send = int(os.environ.get(FAILPOINT_CRASH_MID_SEND, "0") or 0)
         self._crash_after_send = int(os.environ.get(FAILPOINT_CRASH_AFTER_SEND, "0") or 0)
+        self._crash_in_rebuild = os.environ.get(FAILPOINT_CRASH_IN_REBUILD, "") == "1"
         held, _, self._hold_until = os.environ.get(FAILPOINT_HOLD_BEFORE_SEND, "").partition(":")
         self._hold_batch = int(held or 0)
         self._inputs: list[str] = []
@@ -197,14 +200,21 @@ class LedgerWorker:
             # Discarded: every assigned partition is rebuilt, also one the group has no offset for,
             # whose batches may be on the log all the same (their offsets' commit was lost).
             behind = sorted({tp.partition for tp in partitions})
+        assigned = {tp.partition for tp in partitions}
+        behind = sorted(set(behind) | (self.bookkeeping.rebuilding() & assigned))
+        # Claimed before the rebuilds, which can take long: a worker that takes a partition over
+        # meanwhile claims it after this one, so the last claim names the later owner. The rebuilds
+        # are marked first, so that a crash during one is not mistaken, by the claim, for its end.
+        self.bookkeeping.begin_rebuilds(behind)
+        claim_partitions(self.producer, self.config.topics, self.config.group_id,
+                         sorted(assigned), self.bookkeeping.lineage, self.config.worker_id)
         for partition in behind:
             self._rebuild_partition(partition)
+            self.bookkeeping.end_rebuild(partition)
         for tp in partitions:
             applied = self.applied_offsets.get((tp.topic, tp.partition))
             tp.offset = applied + 1 if applied is not None else OFFSET_BEGINNING
             self.assigned.add((tp.topic, tp.partition))
-        claim_partitions(self.producer, self.config.topics, self.config.group_id,
-                         sorted({tp.partition for tp in partitions}), self.bookkeeping.lineage, self.config.worker_id)
         consumer.assign(partitions)
         self._assigned_at = time.monotonic()
         log.info("worker %s assigned %s", self.config.worker_id,
@@ -427,6 +437,8 @@ class LedgerWorker:
         per record batch. The batches this state applied already are read and skipped (``Replay``
         applies a batch only past the input offsets it starts from, here this state's own).
         """
+        if self._crash_in_rebuild:
+            os._exit(CRASH_EXIT_CODE)
         log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
         reader = Consumer(consumer_config(self.config.bootstrap, f"{self.config.group_id}-rebuild",
                                           **{"enable.auto.commit": False}))

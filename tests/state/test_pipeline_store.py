@@ -35,3 +35,11 @@ def test_an_outbox_row_written_before_partitions_were_framed_still_reads() -> No
     kv.write([(b"W\x15" + bytes(7) + b"\x01", frames)])
     assert [record for _, record in PipelineStore(kv).outbox()] == [
         ("edge-versions", "acme", b"{}", -1), ("dead-letter", "", b"\xfe\x02", -1)]
+
+
+def test_rebuild_marks_last_until_each_rebuild_ends() -> None:
+    store = PipelineStore(MemoryKV())
+    store.begin_rebuilds([2, 0])
+    store.end_rebuild(0)
+    assert store.rebuilding() == {2}
+    assert PipelineStore(store.kv).rebuilding() == {2}, "kept with the state"

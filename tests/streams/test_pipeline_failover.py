@@ -34,6 +34,7 @@ from streams.pipeline import (
     CRASH_EXIT_CODE,
     FAILPOINT_CRASH_AFTER_COMMIT,
     FAILPOINT_CRASH_AFTER_SEND,
+    FAILPOINT_CRASH_IN_REBUILD,
     FAILPOINT_CRASH_MID_SEND,
     FAILPOINT_HOLD_BEFORE_SEND,
 )
@@ -310,7 +311,7 @@ def test_a_batch_redone_by_another_worker_is_not_resent_over_it(kafka_broker: Em
 
 
 def crash_at(failpoint: str, state: Path, bootstrap: str, topics: TopicSettings, group: str) -> None:
-    """A worker that dies at ``failpoint`` in its first batch, as from kill -9."""
+    """A worker that dies at ``failpoint`` in its first batch (or its first rebuild), as from kill -9."""
     os.environ[failpoint] = "1"
     try:
         worker = start_worker(state, bootstrap, topics, group)
@@ -408,6 +409,31 @@ def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_
     assert_each_holds_loads_versions(tmp_path, ("B", "A", "replica"))
     assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
         "A holds the versions as the log has them, with B's transaction times, not its own")
+
+
+def test_a_rebuild_cut_short_by_a_crash_is_done_again_not_taken_for_done(kafka_broker: EmbeddedBroker,
+                                                                        topics: TopicSettings, tmp_path: Path) -> None:
+    """As above, B sends a batch and dies before the group commits its offsets. A comes back, claims
+    its partitions and dies as it begins to rebuild them. Its claim is now the last, and the group's
+    offsets show nothing of B's batch: only the rebuild marks A wrote before claiming tell it, at its
+    next start, that the rebuild is unfinished. It rebuilds, rather than applying B's inputs again."""
+    bootstrap = kafka_broker.bootstrap
+    write_events(tmp_path / "part1.jsonl", 150)
+    write_events(tmp_path / "part2.jsonl", 100, seed=10, id_prefix="later")
+    load_into(tmp_path / "load", [tmp_path / "part1.jsonl", tmp_path / "part2.jsonl"], simulated_clock=False,
+              ontology_path=None)
+
+    produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
+    run_until_idle(tmp_path / "A", bootstrap, topics, "g-cut-rebuild", idle=3)
+    produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
+    crash_at(FAILPOINT_CRASH_AFTER_SEND, tmp_path / "B", bootstrap, topics, "g-cut-rebuild")
+    crash_at(FAILPOINT_CRASH_IN_REBUILD, tmp_path / "A", bootstrap, topics, "g-cut-rebuild")
+
+    run_until_idle(tmp_path / "A", bootstrap, topics, "g-cut-rebuild", idle=3)
+    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
+    assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
+        "A holds the versions as the log has them, with B's transaction times, not a redo of its own")
 
 
 def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroker, topics: TopicSettings,
