@@ -430,19 +430,23 @@ class LedgerWorker:
         self.consumer.commit(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in consumed.items()],
                              asynchronous=True)
 
-    def _rebuild_partition(self, partition: int, quiet_for: float = 1.0) -> None:
+    def _rebuild_partition(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> None:
         """Replay ``edge-versions[partition]`` into local state, restoring the input offsets it records.
 
-        Read until quiet rather than to the high watermark: the embedded broker reports watermarks
-        per record batch. The batches this state applied already are read and skipped (``Replay``
-        applies a batch only past the input offsets it starts from, here this state's own).
+        Read to the partition's end as the broker gives it when the rebuild starts (the previous
+        owner has sent its last batch by then: a group gives partitions up between batches), then on
+        until quiet for ``quiet_for`` seconds. Quiet alone ended a rebuild early when the broker
+        paused for longer: the worker then resumed from offsets too low and applied inputs already
+        on the log a second time (a review reproduced it). Short of the end with nothing arriving for
+        ``stalled_after`` seconds, the rebuild fails and the worker stops. The batches this state
+        applied already are read and skipped (``Replay`` applies a batch only past the input offsets
+        it starts from, here this state's own).
         """
         if self._crash_in_rebuild:
             os._exit(CRASH_EXIT_CODE)
         log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
         reader = Consumer(consumer_config(self.config.bootstrap, f"{self.config.group_id}-rebuild",
                                           **{"enable.auto.commit": False}))
-        reader.assign([TopicPartition(log_topic, partition, OFFSET_BEGINNING)])
         restored = {position: offset for position, offset in self.applied_offsets.items() if position[1] == partition}
         replay = Replay(self.store)
 
@@ -452,11 +456,21 @@ class LedgerWorker:
 
         records = 0
         try:
+            _, end = reader.get_watermark_offsets(TopicPartition(log_topic, partition), timeout=30, cached=False)
+            reader.assign([TopicPartition(log_topic, partition, OFFSET_BEGINNING)])
+            read_to, heard_at = 0, time.monotonic()
             while True:
                 message = reader.poll(quiet_for)
                 if message is None:
-                    break
+                    if read_to >= end:
+                        break
+                    if time.monotonic() - heard_at > stalled_after:
+                        raise RuntimeError(f"the rebuild of {log_topic}[{partition}] read to offset {read_to} of "
+                                           f"{end} and got nothing more for {stalled_after:.0f} s")
+                    continue
+                heard_at = time.monotonic()
                 if not message.error():
+                    read_to = message.offset() + 1
                     records += replay.feed([message.value()], commit, restored, partition)
         finally:
             reader.close()

@@ -28,6 +28,7 @@ from state import codec
 from state.keys import unpack
 from state.kv import RocksKV
 from state.open import reading
+from state.pipeline_store import PipelineStore
 from streams.broker import EmbeddedBroker
 from streams.ledger_files import load_into, wall_clock_micros
 from streams.pipeline import (
@@ -37,6 +38,8 @@ from streams.pipeline import (
     FAILPOINT_CRASH_IN_REBUILD,
     FAILPOINT_CRASH_MID_SEND,
     FAILPOINT_HOLD_BEFORE_SEND,
+    LedgerWorker,
+    WorkerConfig,
 )
 from streams.produce import produce_files
 from streams.replica import run_replica
@@ -434,6 +437,28 @@ def test_a_rebuild_cut_short_by_a_crash_is_done_again_not_taken_for_done(kafka_b
     assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
     assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
         "A holds the versions as the log has them, with B's transaction times, not a redo of its own")
+
+
+def test_a_rebuild_reads_to_the_end_of_the_log_however_long_the_broker_is_silent(kafka_broker: EmbeddedBroker,
+                                                                                 topics: TopicSettings,
+                                                                                 tmp_path: Path) -> None:
+    """A rebuild that stopped at the first quiet second ended early when the broker paused, and the
+    worker then applied inputs already on the log again. Here no fetch comes back within the quiet
+    period at all (a tenth of a millisecond): the rebuild still reads to the log's end."""
+    bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
+    write_events(events, 150)
+    produce_files([events], bootstrap, topics, progress=False)
+    run_until_idle(tmp_path / "worker", bootstrap, topics, "g-silent", idle=3)
+
+    rebuilding = LedgerWorker(WorkerConfig(tmp_path / "rebuilt", bootstrap, "g-silent-rebuild", topics))
+    try:
+        for partition in range(topics.partitions_for(Topic.EDGE_VERSIONS)):
+            rebuilding._rebuild_partition(partition, quiet_for=0.0001)
+        offsets = rebuilding.applied_offsets
+    finally:
+        rebuilding.close()
+    assert comparable_state(tmp_path / "rebuilt") == comparable_state(tmp_path / "worker")
+    assert offsets == PipelineStore(RocksKV(tmp_path / "worker", read_only=True)).input_offsets()
 
 
 def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroker, topics: TopicSettings,
