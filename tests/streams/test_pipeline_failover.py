@@ -348,6 +348,20 @@ def test_a_redo_cut_short_keeps_the_batch_it_redid_from_being_resent(kafka_broke
     assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
 
 
+def b_sends_and_dies_before_the_offset_commit(folder: Path, bootstrap: str, topics: TopicSettings,
+                                              group: str) -> None:
+    """A applies a first part and stops; B takes the partitions over, applies a second part, sends it
+    and dies before the group commits its offsets. ``folder / "load"`` holds `load` of both parts."""
+    parts = [folder / "part1.jsonl", folder / "part2.jsonl"]
+    write_events(parts[0], 150)
+    write_events(parts[1], 100, seed=10, id_prefix="later")
+    load_into(folder / "load", parts, simulated_clock=False, ontology_path=None)
+    produce_files(parts[:1], bootstrap, topics, progress=False)
+    run_until_idle(folder / "A", bootstrap, topics, group, idle=3)
+    produce_files(parts[1:], bootstrap, topics, progress=False)
+    crash_at(FAILPOINT_CRASH_AFTER_SEND, folder / "B", bootstrap, topics, group)
+
+
 def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_broker: EmbeddedBroker,
                                                                       topics: TopicSettings, tmp_path: Path) -> None:
     """A applies the first part and stops. B takes the partitions over, applies the second part,
@@ -355,15 +369,7 @@ def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_bro
     is not behind, but B's claim says another state owned the partitions since, so A rebuilds them
     from the log (taking B's batch) rather than applying the second part again over it."""
     bootstrap = kafka_broker.bootstrap
-    write_events(tmp_path / "part1.jsonl", 150)
-    write_events(tmp_path / "part2.jsonl", 100, seed=10, id_prefix="later")
-    load_into(tmp_path / "load", [tmp_path / "part1.jsonl", tmp_path / "part2.jsonl"], simulated_clock=False,
-              ontology_path=None)
-
-    produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
-    run_until_idle(tmp_path / "A", bootstrap, topics, "g-uncommitted", idle=3)
-    produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
-    crash_at(FAILPOINT_CRASH_AFTER_SEND, tmp_path / "B", bootstrap, topics, "g-uncommitted")
+    b_sends_and_dies_before_the_offset_commit(tmp_path, bootstrap, topics, "g-uncommitted")
 
     run_until_idle(tmp_path / "A", bootstrap, topics, "g-uncommitted", idle=3)
     run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
@@ -421,15 +427,7 @@ def test_a_rebuild_cut_short_by_a_crash_is_done_again_not_taken_for_done(kafka_b
     offsets show nothing of B's batch: only the rebuild marks A wrote before claiming tell it, at its
     next start, that the rebuild is unfinished. It rebuilds, rather than applying B's inputs again."""
     bootstrap = kafka_broker.bootstrap
-    write_events(tmp_path / "part1.jsonl", 150)
-    write_events(tmp_path / "part2.jsonl", 100, seed=10, id_prefix="later")
-    load_into(tmp_path / "load", [tmp_path / "part1.jsonl", tmp_path / "part2.jsonl"], simulated_clock=False,
-              ontology_path=None)
-
-    produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
-    run_until_idle(tmp_path / "A", bootstrap, topics, "g-cut-rebuild", idle=3)
-    produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
-    crash_at(FAILPOINT_CRASH_AFTER_SEND, tmp_path / "B", bootstrap, topics, "g-cut-rebuild")
+    b_sends_and_dies_before_the_offset_commit(tmp_path, bootstrap, topics, "g-cut-rebuild")
     crash_at(FAILPOINT_CRASH_IN_REBUILD, tmp_path / "A", bootstrap, topics, "g-cut-rebuild")
 
     run_until_idle(tmp_path / "A", bootstrap, topics, "g-cut-rebuild", idle=3)
