@@ -67,6 +67,7 @@ NOT_A_MEMBER = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENER
                           KafkaError.REBALANCE_IN_PROGRESS, KafkaError.FENCED_INSTANCE_ID})
 """What the group coordinator answers a commit from a member it no longer counts in this generation."""
 OWNERSHIP_CHECK_ATTEMPTS = 3
+"""How often a worker asks before it gives up on an answer other than "not a member" (and stops)."""
 
 CommitObserver = Callable[[PendingLedger], None]
 LagObserver = Callable[[str, int, int], None]
@@ -322,7 +323,8 @@ class LedgerWorker:
         no offset past what the log holds. Other errors are retried, then raised (the worker stops,
         and its restart settles the batch from the outbox)."""
         started = [TopicPartition(topic, partition, offset) for (topic, partition), offset in self._batch_first.items()]
-        for attempt in range(1, OWNERSHIP_CHECK_ATTEMPTS + 1):
+        attempt = 1
+        while True:
             try:
                 self.consumer.commit(offsets=started, asynchronous=False)
                 return True
@@ -336,7 +338,7 @@ class LedgerWorker:
                 log.warning("worker %s could not confirm it still owns its partitions (%s); asking again",
                             self.config.worker_id, error.args[0].str())
                 time.sleep(0.5 * attempt)
-        raise AssertionError("unreachable")
+                attempt += 1
 
     def _park_lost_batch(self) -> None:
         """The batch is committed to the state and its outbox but not sent: park it as a restart would
