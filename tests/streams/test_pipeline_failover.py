@@ -420,6 +420,45 @@ def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_
         "A holds the versions as the log has them, with B's transaction times, not its own")
 
 
+def test_a_worker_paused_past_its_session_with_no_one_to_take_over_sends_its_batch_after_all(
+        kafka_broker: EmbeddedBroker, topics: TopicSettings, tmp_path: Path) -> None:
+    """As above, but no other worker takes the partitions while A is paused: the group drops A, A
+    joins again, gets every partition back untouched (the last claims are its own) and sends the
+    batch it held, once, then goes on."""
+    bootstrap, events, release = kafka_broker.bootstrap, tmp_path / "events.jsonl", tmp_path / "release"
+    produced = write_events(events, 250)
+    load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
+    produce_files([events], bootstrap, topics, progress=False)
+
+    os.environ[FAILPOINT_HOLD_BEFORE_SEND] = f"1:{release}"
+    try:
+        paused = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, "g-paused-alone", exit_when_idle=4))
+    finally:
+        del os.environ[FAILPOINT_HOLD_BEFORE_SEND]
+    try:
+        wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
+                   "A holds its first batch")
+        os.kill(paused.process.pid, signal.SIGSTOP)
+        time.sleep(4)  # the group's session is 1 s: A is dropped
+        os.kill(paused.process.pid, signal.SIGCONT)
+        release.touch()
+        assert paused.process.wait(120) == 0, paused.tail()
+    finally:
+        if paused.process.poll() is None:
+            paused.process.kill()
+        paused.close()
+
+    log_lines = [line for _, line in paused.stderr]
+    assert any(" is no longer a member of the group " in line for line in log_lines), paused.tail()
+    assert any("re-sending" in line for line in log_lines), "the partitions came back untouched: the batch is sent"
+    assert not any(" rebuilt partition " in line for line in log_lines), "nothing to rebuild"
+    assert count_rows(tmp_path / "A", b"I") == produced
+    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    assert_exactly_once_effect(bootstrap, topics, tmp_path / "load")
+    assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
+    assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica")
+
+
 def test_a_rebuild_cut_short_by_a_crash_is_done_again_not_taken_for_done(kafka_broker: EmbeddedBroker,
                                                                         topics: TopicSettings, tmp_path: Path) -> None:
     """As above, B sends a batch and dies before the group commits its offsets. A comes back, claims
