@@ -571,19 +571,20 @@ def test_exit_when_idle_does_not_count_a_rebuild_as_idle(kafka_broker: EmbeddedB
     assert count_rows(state, b"I") == first_part + waiting, "the rebuild restored the first part, then read the rest"
 
 
-def seen_event_ids(state: Path) -> set[str]:
-    """The event ids a state directory records as seen (its ``I`` table), read as a secondary."""
+def seen_event_ids(state: Path) -> set[tuple[str, str]]:
+    """The (tenant, event id) pairs a state directory records as seen (its ``I`` table), read as a
+    secondary. With the tenant: every tenant's generated events share their ids."""
     if not (state / "CURRENT").exists():
         return set()
     kv = RocksKV(state, read_only=True)
     try:
-        return {unpack(key[1:])[1] for key, _ in kv.scan(b"I")}
+        return {(str(tenant), str(event_id)) for tenant, event_id in (unpack(key[1:]) for key, _ in kv.scan(b"I"))}
     finally:
         kv.close()
 
 
-def event_ids(path: Path) -> set[str]:
-    return {json.loads(line)["event_id"] for line in path.read_text().splitlines()}
+def event_ids(path: Path) -> set[tuple[str, str]]:
+    return {(event["tenant"], event["event_id"]) for event in map(json.loads, path.read_text().splitlines())}
 
 
 def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka_broker: EmbeddedBroker,
