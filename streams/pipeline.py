@@ -43,8 +43,9 @@ from state.store import EncodedVersion, LedgerStore
 from streams.claims import claim_partitions, latest_claims
 from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
-from streams.ledger_log import OutRecord, Replay, is_marker, outbox_for, parked_inputs
+from streams.ledger_log import OutRecord, is_marker, outbox_for, parked_inputs
 from streams.produce import deliver, delivery_producer
+from streams.rebuild import PartitionRebuild
 from streams.topics import INPUT_TOPICS, Topic, TopicSettings, tenant_partition
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,10 @@ NOT_A_MEMBER = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENER
 """What the group coordinator answers a commit from a member it no longer counts in this generation."""
 OWNERSHIP_CHECK_ATTEMPTS = 3
 """How often a worker asks before it gives up on an answer other than "not a member" (and stops)."""
+REBUILDS_AT_ONCE = 4
+"""Partitions rebuilt side by side, each with its own reader of the log."""
+REBUILD_SLICE = 0.25
+"""Seconds of rebuilding between two polls of the input consumer."""
 
 CommitObserver = Callable[[PendingLedger], None]
 LagObserver = Callable[[str, int, int], None]
@@ -122,6 +127,10 @@ class LedgerWorker:
         self._arrival: tuple[str, int] = ("", -1)
         """The (topic, partition) of the record being applied, for ``_misrouted``."""
         self._routing_rule: Misrouted = self._misrouted  # Speed: one bound method, not one per record
+        self._rebuilding: dict[int, PartitionRebuild | None] = {}
+        """Log partitions to rebuild before their inputs resume, in order: each one's rebuild once begun."""
+        self._rebuilt: list[int] = []
+        """Log partitions rebuilt whose inputs resume once the others are (``_advance_rebuilds``)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
@@ -145,10 +154,13 @@ class LedgerWorker:
             with self.heap:
                 while not stop.is_set():
                     self._report_lag()
+                    if self._rebuilding:
+                        self._advance_rebuilds()
+                        idle_since = time.monotonic()
                     if self.process_batch():
                         idle_since = time.monotonic()
                         continue
-                    # An assignment (and the rebuild it may start) is not idle time.
+                    # An assignment is not idle time, nor is a rebuild (above).
                     quiet_since = max(idle_since, self._assigned_at)
                     if idle_exit_after is not None and time.monotonic() - quiet_since > idle_exit_after:
                         break
@@ -181,6 +193,7 @@ class LedgerWorker:
         return len(metadata.partitions)
 
     def close(self) -> None:
+        self._abandon_rebuilds(set(self._rebuilding))
         self.producer.flush(10)
         self.consumer.close()
         self.store.close()
@@ -193,6 +206,8 @@ class LedgerWorker:
         partition meanwhile, or this disk was lost), or another state claimed it since this one did
         (another worker owned it and may have sent batches whose offsets it never committed), first
         rebuild it from the ``edge-versions`` log: the batches this state applied are skipped there.
+        Such a partition's inputs are assigned paused; the worker's loop rebuilds it (``streams.rebuild``)
+        and then resumes them, while the other partitions go on.
         """
         committed = consumer.committed(partitions, timeout=30)
         claims = latest_claims(self.producer, self.config.bootstrap, self.config.topics, self.config.group_id)
@@ -209,17 +224,100 @@ class LedgerWorker:
         self.bookkeeping.begin_rebuilds(behind)
         claim_partitions(self.producer, self.config.topics, self.config.group_id,
                          sorted(assigned), self.bookkeeping.lineage, self.config.worker_id)
-        for partition in behind:
-            self._rebuild_partition(partition)
-            self.bookkeeping.end_rebuild(partition)
+        held: list[TopicPartition] = []
         for tp in partitions:
-            applied = self.applied_offsets.get((tp.topic, tp.partition))
-            tp.offset = applied + 1 if applied is not None else OFFSET_BEGINNING
-            self.assigned.add((tp.topic, tp.partition))
+            if tp.partition in behind:
+                # Paused until rebuilt, then assigned again at its place (``_resume_rebuilt``). From the
+                # beginning meanwhile: a fetch that began before the pause can only bring records
+                # from offset 0 on, which the applied offsets then skip, never a later one past a gap.
+                tp.offset = OFFSET_BEGINNING
+                held.append(tp)
+            else:
+                tp.offset = self._resume_offset(tp)
+                self.assigned.add((tp.topic, tp.partition))
         consumer.assign(partitions)
+        if held:
+            consumer.pause(held)
+        for partition in behind:
+            self._rebuilding[partition] = None
         self._assigned_at = time.monotonic()
-        log.info("worker %s assigned %s", self.config.worker_id,
-                 sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions))
+        log.info("worker %s assigned %s%s", self.config.worker_id,
+                 sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions if tp not in held),
+                 f"; rebuilds partition(s) {behind} from the log first" if behind else "")
+
+    def _resume_offset(self, tp: TopicPartition) -> int:
+        """Right after the last offset this state applied (not the group's), or the beginning."""
+        applied = self.applied_offsets.get((tp.topic, tp.partition))
+        return applied + 1 if applied is not None else OFFSET_BEGINNING
+
+    def _advance_rebuilds(self) -> None:
+        """One slice of the pending rebuilds, up to ``REBUILDS_AT_ONCE`` of them side by side (their
+        quiet ends overlap). Once the last is done, the rebuilt partitions' inputs resume together, as
+        when they were rebuilt inside the rebalance callback: a batch then spans them all."""
+        active = [partition for partition, rebuild in self._rebuilding.items() if rebuild is not None]
+        for partition in self._rebuilding:
+            if len(active) >= REBUILDS_AT_ONCE:
+                break
+            if self._rebuilding[partition] is None:
+                self._rebuilding[partition] = self._start_rebuild(partition)
+                active.append(partition)
+        for partition in active:
+            rebuild = self._rebuilding[partition]
+            assert rebuild is not None
+            if rebuild.step(REBUILD_SLICE / len(active)):
+                self._finish_rebuild(rebuild)
+                del self._rebuilding[partition]
+                self._rebuilt.append(partition)
+        if not self._rebuilding:
+            self._resume_rebuilt()
+
+    def _start_rebuild(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> PartitionRebuild:
+        if self._crash_in_rebuild:
+            os._exit(CRASH_EXIT_CODE)
+        log.info("worker %s rebuilds partition %d from the log", self.config.worker_id, partition)
+        applied = {position: offset for position, offset in self.applied_offsets.items() if position[1] == partition}
+        return PartitionRebuild(self.store, self.bookkeeping, self.config.bootstrap, self.config.group_id,
+                                self.config.topics.name(Topic.EDGE_VERSIONS), partition, applied,
+                                quiet_for=quiet_for, stalled_after=stalled_after)
+
+    def _finish_rebuild(self, rebuild: PartitionRebuild) -> None:
+        rebuild.close()
+        self._restore_offsets(rebuild)
+        self.bookkeeping.end_rebuild(rebuild.partition)
+        log.info("worker %s rebuilt partition %d from %d log records in %.1f s", self.config.worker_id,
+                 rebuild.partition, rebuild.records, time.monotonic() - rebuild.started_at)
+
+    def _restore_offsets(self, rebuild: PartitionRebuild) -> None:
+        """The input offsets the replayed batches recorded, as the state's rows now hold them."""
+        for position, offset in rebuild.applied.items():
+            self.applied_offsets[position] = max(offset, self.applied_offsets.get(position, -1))
+
+    def _resume_rebuilt(self) -> None:
+        """Assign the whole assignment again, each partition right after what this state applied, and
+        resume the rebuilt ones: their fetches then start together, as at an assignment (a seek per
+        partition started them one by one, and a batch right after held only some of them)."""
+        rebuilt, self._rebuilt = set(self._rebuilt), []
+        assignment = self.consumer.assignment()
+        for tp in assignment:
+            tp.offset = self._resume_offset(tp)
+            self.assigned.add((tp.topic, tp.partition))
+        self.consumer.assign(assignment)
+        held = [tp for tp in assignment if tp.partition in rebuilt]
+        self.consumer.resume(held)
+        log.info("worker %s resumes %s", self.config.worker_id,
+                 sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in held))
+
+    def _abandon_rebuilds(self, partitions: set[int]) -> None:
+        """Stop the rebuilds of partitions no longer this worker's. What they replayed stays, with its
+        offsets; the partition's rebuild mark stays too, so that it is rebuilt on from there if it
+        comes back."""
+        self._rebuilt = [partition for partition in self._rebuilt if partition not in partitions]
+        for partition in sorted(partitions & set(self._rebuilding)):
+            rebuild = self._rebuilding.pop(partition)
+            if rebuild is not None:
+                rebuild.close()
+                self._restore_offsets(rebuild)
+                log.info("worker %s stops rebuilding partition %d, no longer its own", self.config.worker_id, partition)
 
     def _behind(self, committed: list[TopicPartition], claims: dict[int, str]) -> list[int]:
         """Partitions another worker owned since this state did: the group's offset is past what this
@@ -283,6 +381,7 @@ class LedgerWorker:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self.assigned.discard((tp.topic, tp.partition))
+        self._abandon_rebuilds({tp.partition for tp in partitions})
 
     # -- the loop ------------------------------------------------------------------------------------
     def process_batch(self) -> int:
@@ -347,6 +446,7 @@ class LedgerWorker:
         log). Until then no record of a partition held before is applied."""
         self._parked = self.bookkeeping.outbox()
         self.assigned.clear()
+        self._abandon_rebuilds(set(self._rebuilding))
         self.consumer.unsubscribe()
         self._subscribe()
 
@@ -357,7 +457,9 @@ class LedgerWorker:
             time.sleep(0.05)
 
     def _consume(self) -> list[Message]:
-        return self.consumer.consume(num_messages=self.config.batch_max, timeout=self.config.poll_timeout)
+        # While a rebuild is pending the loop does not wait for input: the rebuild is the work.
+        timeout = 0 if self._rebuilding else self.config.poll_timeout
+        return self.consumer.consume(num_messages=self.config.batch_max, timeout=timeout)
 
     def _apply(self, messages: list[Message]) -> tuple[PendingLedger, dict[tuple[str, int], int]]:
         """Run the ledger's processor over the batch; the last offset applied per (topic, partition)."""
@@ -433,53 +535,15 @@ class LedgerWorker:
                              asynchronous=True)
 
     def _rebuild_partition(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> None:
-        """Replay ``edge-versions[partition]`` into local state, restoring the input offsets it records.
-
-        Read to the partition's end as the broker gives it when the rebuild starts (the previous
-        owner has sent its last batch by then: a group gives partitions up between batches), then on
-        until quiet for ``quiet_for`` seconds. Quiet alone ended a rebuild early when the broker
-        paused for longer: the worker then resumed from offsets too low and applied inputs already
-        on the log a second time (a review reproduced it). Short of the end with nothing arriving for
-        ``stalled_after`` seconds, the rebuild fails and the worker stops. The batches this state
-        applied already are read and skipped (``Replay`` applies a batch only past the input offsets
-        it starts from, here this state's own).
-        """
-        if self._crash_in_rebuild:
-            os._exit(CRASH_EXIT_CODE)
-        log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
-        reader = Consumer(consumer_config(self.config.bootstrap, f"{self.config.group_id}-rebuild",
-                                          **{"enable.auto.commit": False}))
-        restored = {position: offset for position, offset in self.applied_offsets.items() if position[1] == partition}
-        replay = Replay(self.store)
-
-        def commit(pending: PendingLedger) -> None:
-            mine = {position: offset for position, offset in restored.items() if position[1] == partition}
-            self.store.commit(pending, self.bookkeeping.offset_puts(mine))
-
-        records = 0
+        """Rebuild one partition to the end at once (``streams.rebuild.PartitionRebuild``), outside the
+        loop: for tests and benchmarks that replay a log into a worker's state directly."""
+        rebuild = self._start_rebuild(partition, quiet_for, stalled_after)
         try:
-            _, end = reader.get_watermark_offsets(TopicPartition(log_topic, partition), timeout=30, cached=False)
-            reader.assign([TopicPartition(log_topic, partition, OFFSET_BEGINNING)])
-            read_to, heard_at = 0, time.monotonic()
-            while True:
-                message = reader.poll(quiet_for)
-                if message is None:
-                    if read_to >= end:
-                        break
-                    if time.monotonic() - heard_at > stalled_after:
-                        raise RuntimeError(f"the rebuild of {log_topic}[{partition}] read to offset {read_to} of "
-                                           f"{end} and got nothing more for {stalled_after:.0f} s")
-                    continue
-                heard_at = time.monotonic()
-                if not message.error():
-                    read_to = message.offset() + 1
-                    records += replay.feed([message.value()], commit, restored, partition)
+            while not rebuild.step(REBUILD_SLICE):
+                pass
         finally:
-            reader.close()
-        for position, offset in restored.items():
-            if position[1] == partition:
-                self.applied_offsets[position] = max(offset, self.applied_offsets.get(position, -1))
-        log.info("worker %s rebuilt partition %d from %d log records", self.config.worker_id, partition, records)
+            rebuild.close()
+        self._finish_rebuild(rebuild)
 
     def _send_outbox(self) -> None:
         """Re-send what a previous run committed but may not have sent (crash between commit and send)."""
