@@ -59,6 +59,8 @@ FAILPOINT_CRASH_MID_SEND = "EDGELEDGER_FAILPOINT_CRASH_MID_SEND"
 FAILPOINT_CRASH_AFTER_SEND = "EDGELEDGER_FAILPOINT_CRASH_AFTER_SEND"
 #: Failpoint for crash tests: die (as from kill -9) as the first rebuild of a partition from the log begins.
 FAILPOINT_CRASH_IN_REBUILD = "EDGELEDGER_FAILPOINT_CRASH_IN_REBUILD"
+#: Failpoint for tests: ``SECONDS`` added to the replay of each log record in a rebuild (a long log).
+FAILPOINT_SLOW_REBUILD = "EDGELEDGER_FAILPOINT_SLOW_REBUILD"
 #: Failpoint for tests: ``N:PATH`` holds batch N, committed to the state and not yet checked or sent,
 #: until the file PATH exists (a test pauses the process there, as a long stall would).
 FAILPOINT_HOLD_BEFORE_SEND = "EDGELEDGER_FAILPOINT_HOLD_BEFORE_SEND"
@@ -115,6 +117,7 @@ class LedgerWorker:
         self._crash_mid_send = int(os.environ.get(FAILPOINT_CRASH_MID_SEND, "0") or 0)
         self._crash_after_send = int(os.environ.get(FAILPOINT_CRASH_AFTER_SEND, "0") or 0)
         self._crash_in_rebuild = os.environ.get(FAILPOINT_CRASH_IN_REBUILD, "") == "1"
+        self._rebuild_slowed_by = float(os.environ.get(FAILPOINT_SLOW_REBUILD, "0") or 0)
         held, _, self._hold_until = os.environ.get(FAILPOINT_HOLD_BEFORE_SEND, "").partition(":")
         self._hold_batch = int(held or 0)
         self._inputs: list[str] = []
@@ -278,7 +281,7 @@ class LedgerWorker:
         applied = {position: offset for position, offset in self.applied_offsets.items() if position[1] == partition}
         return PartitionRebuild(self.store, self.bookkeeping, self.config.bootstrap, self.config.group_id,
                                 self.config.topics.name(Topic.EDGE_VERSIONS), partition, applied,
-                                quiet_for=quiet_for, stalled_after=stalled_after)
+                                quiet_for=quiet_for, stalled_after=stalled_after, slowed_by=self._rebuild_slowed_by)
 
     def _finish_rebuild(self, rebuild: PartitionRebuild) -> None:
         rebuild.close()

@@ -2,9 +2,9 @@
 
 A worker that takes over a partition (or lost its disk) replays the partition's log into its state
 before it applies any input of that partition. The replay runs in the worker's loop, in slices,
-with the partition's inputs paused, not inside the rebalance callback: between slices the loop
-polls the consumer, so a long replay neither counts against ``max.poll.interval.ms`` (which would
-get the worker evicted and the replay repeated) nor holds up the partitions that need none.
+with the partition's inputs paused, not inside the rebalance callback, where it held up every
+partition of the worker, also those that needed no rebuild. Between slices the loop polls the
+consumer and applies the input of those.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class PartitionRebuild:
     """On entry the state's input offsets on this partition number; kept up to date as batches apply."""
     quiet_for: float = 1.0
     stalled_after: float = 120.0
+    slowed_by: float = 0.0
+    """Seconds added to each log record's replay: a test stands in for a long log this way."""
     records: int = 0
     started_at: float = field(default_factory=time.monotonic)
     _reader: Consumer | None = None
@@ -96,6 +98,8 @@ class PartitionRebuild:
                 continue
             self._heard_at = time.monotonic()
             if not message.error():
+                if self.slowed_by:
+                    time.sleep(self.slowed_by)
                 self._read_to = message.offset() + 1
                 self.records += self._replay.feed([message.value()], self._commit, self.applied, self.partition)
 

@@ -56,12 +56,13 @@ def fresh_topics() -> TopicSettings:
 
 
 def start_worker(state: Path, bootstrap: str, topics: TopicSettings, group: str,
-                 exit_when_idle: float | None = None) -> subprocess.Popen:
+                 exit_when_idle: float | None = None,
+                 consumer_options: dict[str, str | int] | None = None) -> subprocess.Popen:
     command = [sys.executable, "-m", "streams.cli", "run", "--state", str(state), "--bootstrap", bootstrap,
                "--group", group, "--topic-prefix", topics.prefix, "--metrics-port", "0"]
     if exit_when_idle is not None:
         command += ["--exit-when-idle", str(exit_when_idle)]
-    for key, value in FAST_GROUP_OVERRIDES.items():
+    for key, value in {**FAST_GROUP_OVERRIDES, **(consumer_options or {})}.items():
         command += ["--consumer-option", f"{key}={value}"]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -38,12 +38,13 @@ from streams.pipeline import (
     FAILPOINT_CRASH_IN_REBUILD,
     FAILPOINT_CRASH_MID_SEND,
     FAILPOINT_HOLD_BEFORE_SEND,
+    FAILPOINT_SLOW_REBUILD,
     LedgerWorker,
     WorkerConfig,
 )
 from streams.produce import produce_files
 from streams.replica import run_replica
-from streams.topics import Topic, TopicSettings, ensure_topics
+from streams.topics import Topic, TopicSettings, ensure_topics, tenant_partition
 from tests.benchmarks.generate import generate_events
 from tests.benchmarks.pipeline_load import LogPipe
 from tests.streams.pipeline_support import (
@@ -569,6 +570,60 @@ def test_exit_when_idle_does_not_count_a_rebuild_as_idle(kafka_broker: EmbeddedB
         f"read {summary['events_read']} of the {waiting} waiting events before exiting after "
         f"{time.monotonic() - started:.1f} s ({count_rows(state, b'I')} events seen: the rebuild restored the rest)")
     assert count_rows(state, b"I") == first_part + waiting, "the rebuild restored the first part, then read the rest"
+
+
+def test_partitions_that_need_no_rebuild_keep_flowing_while_others_are_rebuilt(kafka_broker: EmbeddedBroker,
+                                                                               topics: TopicSettings,
+                                                                               tmp_path: Path) -> None:
+    """A and B split the partitions; B is stopped, and A takes B's partitions back, which it must
+    rebuild from the log (here slowed to several seconds). Input that arrives meanwhile for A's own
+    partitions is applied during that rebuild, not after it: the rebuild runs in the worker's loop
+    with only the partitions it concerns paused (inside the rebalance callback, it held up all)."""
+    bootstrap, group = kafka_broker.bootstrap, "g-flowing"
+    parts = [write_events(tmp_path / f"part{index}.jsonl", 100, seed=10 * index, id_prefix=f"p{index}")
+             for index in range(3)]
+    assert all(parts)
+    partitions = topics.partitions_for(Topic.EDGE_VERSIONS)
+    workers: dict[str, LogPipe] = {}
+    try:
+        produce_files([tmp_path / "part0.jsonl"], bootstrap, topics, progress=False)
+        os.environ[FAILPOINT_SLOW_REBUILD] = "0.01"
+        try:
+            workers["A"] = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, group))
+        finally:
+            del os.environ[FAILPOINT_SLOW_REBUILD]
+        wait_until(lambda: event_ids(tmp_path / "part0.jsonl") <= seen_event_ids(tmp_path / "A"), 60,
+                   "A applied the first part")
+        workers["B"] = LogPipe(start_worker(tmp_path / "B", bootstrap, topics, group))
+        wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
+        produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
+        applied = event_ids(tmp_path / "part0.jsonl") | event_ids(tmp_path / "part1.jsonl")
+        wait_until(lambda: applied <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"), 60,
+                   "the two workers applied the second part")
+        own = {tenant_partition(tenant, partitions) for tenant, _ in seen_event_ids(tmp_path / "A")} - {
+            tenant_partition(tenant, partitions) for tenant, _ in seen_event_ids(tmp_path / "B")}
+        assert own, "A holds partitions of its own"
+        stop_logged(workers["B"])
+
+        produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
+        arriving = {(tenant, event_id) for tenant, event_id in event_ids(tmp_path / "part2.jsonl")
+                    if tenant_partition(tenant, partitions) in own}
+        wait_until(lambda: arriving <= seen_event_ids(tmp_path / "A"), 90, "A applied the input of its own partitions")
+        applied_at = time.time()
+        wait_until(lambda: event_ids(tmp_path / "part2.jsonl") <= seen_event_ids(tmp_path / "A"), 90,
+                   "A applied every part")
+        stop_logged(workers["A"])
+    finally:
+        for worker in workers.values():
+            if worker.process.poll() is None:
+                worker.process.kill()
+            worker.close()
+
+    rebuilt = [(at, line) for at, line in workers["A"].stderr if " rebuilt partition " in line]
+    assert rebuilt, "A took B's partitions back by rebuilding them from the log"
+    assert applied_at < rebuilt[-1][0], (
+        f"A applied its own partitions' input {applied_at - rebuilt[-1][0]:.1f} s after its rebuild ended "
+        f"({rebuilt[-1][1]}), not while it ran")
 
 
 def seen_event_ids(state: Path) -> set[tuple[str, str]]:
