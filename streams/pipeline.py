@@ -133,6 +133,8 @@ class LedgerWorker:
         self._rebuilding: dict[int, PartitionRebuild | None] = {}
         """Log partitions to rebuild before their inputs resume, in order: each one's rebuild once begun."""
         self._rebuilt: list[int] = []
+        self._suspended: dict[int, PartitionRebuild] = {}
+        """Rebuilds paused by a revocation, until the next assignment goes on with them or closes them."""
         """Log partitions rebuilt whose inputs resume once the others are (``_advance_rebuilds``)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -196,7 +198,7 @@ class LedgerWorker:
         return len(metadata.partitions)
 
     def close(self) -> None:
-        self._abandon_rebuilds(set(self._rebuilding))
+        self._abandon_rebuilds()
         self.producer.flush(10)
         self.consumer.close()
         self.store.close()
@@ -219,6 +221,7 @@ class LedgerWorker:
             # Discarded: every assigned partition is rebuilt, also one the group has no offset for,
             # whose batches may be on the log all the same (their offsets' commit was lost).
             behind = sorted({tp.partition for tp in partitions})
+            self._abandon_rebuilds()
         assigned = {tp.partition for tp in partitions}
         behind = sorted(set(behind) | (self.bookkeeping.rebuilding() & assigned))
         # Claimed before the rebuilds, which can take long: a worker that takes a partition over
@@ -239,10 +242,18 @@ class LedgerWorker:
                 tp.offset = self._resume_offset(tp)
                 self.assigned.add((tp.topic, tp.partition))
         consumer.assign(partitions)
+        # A pause outlives an assignment in librdkafka: a partition paused for a rebuild that ended
+        # before the previous generation resumed it would otherwise stay paused.
+        consumer.resume([tp for tp in partitions if tp not in held])
         if held:
             consumer.pause(held)
         for partition in behind:
-            self._rebuilding[partition] = None
+            # A rebuild the last revocation paused goes on where it was, rather than from offset 0.
+            paused = self._rebuilding[partition] = self._suspended.pop(partition, None)
+            if paused is not None:
+                paused.read_on()
+                log.info("worker %s goes on rebuilding partition %d", self.config.worker_id, partition)
+        self._close_suspended()  # the paused rebuilds of partitions this assignment does not hold
         self._assigned_at = time.monotonic()
         log.info("worker %s assigned %s%s", self.config.worker_id,
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions if tp not in held),
@@ -310,17 +321,29 @@ class LedgerWorker:
         log.info("worker %s resumes %s", self.config.worker_id,
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in held))
 
-    def _abandon_rebuilds(self, partitions: set[int]) -> None:
-        """Stop the rebuilds of partitions no longer this worker's. What they replayed stays, with its
-        offsets; the partition's rebuild mark stays too, so that it is rebuilt on from there if it
-        comes back."""
+    def _suspend_rebuilds(self, partitions: set[int]) -> None:
+        """Pause the rebuilds of revoked partitions: with the eager protocol every rebalance revokes
+        every partition, and most come back in the next assignment (``_on_assign`` goes on with
+        them). What they replayed stays, with its offsets, and so do their rebuild marks."""
         self._rebuilt = [partition for partition in self._rebuilt if partition not in partitions]
         for partition in sorted(partitions & set(self._rebuilding)):
             rebuild = self._rebuilding.pop(partition)
             if rebuild is not None:
-                rebuild.close()
                 self._restore_offsets(rebuild)
-                log.info("worker %s stops rebuilding partition %d, no longer its own", self.config.worker_id, partition)
+                self._suspended[partition] = rebuild
+
+    def _abandon_rebuilds(self) -> None:
+        """Close every rebuild, running or paused: the worker leaves its partitions, or its state is gone."""
+        self._suspend_rebuilds(set(self._rebuilding))
+        self._close_suspended()
+
+    def _close_suspended(self) -> None:
+        """Close the paused rebuilds. A partition's rebuild mark stays, so that it is rebuilt on from
+        what was replayed if it comes back."""
+        for partition, rebuild in sorted(self._suspended.items()):
+            rebuild.close()
+            log.info("worker %s stops rebuilding partition %d, no longer its own", self.config.worker_id, partition)
+        self._suspended = {}
 
     def _behind(self, committed: list[TopicPartition], claims: dict[int, str]) -> list[int]:
         """Partitions another worker owned since this state did: the group's offset is past what this
@@ -384,7 +407,7 @@ class LedgerWorker:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self.assigned.discard((tp.topic, tp.partition))
-        self._abandon_rebuilds({tp.partition for tp in partitions})
+        self._suspend_rebuilds({tp.partition for tp in partitions})
 
     # -- the loop ------------------------------------------------------------------------------------
     def process_batch(self) -> int:
@@ -449,7 +472,7 @@ class LedgerWorker:
         log). Until then no record of a partition held before is applied."""
         self._parked = self.bookkeeping.outbox()
         self.assigned.clear()
-        self._abandon_rebuilds(set(self._rebuilding))
+        self._abandon_rebuilds()
         self.consumer.unsubscribe()
         self._subscribe()
 

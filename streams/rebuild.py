@@ -76,6 +76,14 @@ class PartitionRebuild:
             raise
         self._heard_at = time.monotonic()
 
+    def read_on(self) -> None:
+        """Go on after a pause (the partition was revoked and assigned again): to the log's end as it
+        is now, since another worker may have held the partition and sent batches meanwhile."""
+        assert self._reader is not None, "a closed rebuild does not go on"
+        _, self._end = self._reader.get_watermark_offsets(TopicPartition(self.log_topic, self.partition),
+                                                          timeout=30, cached=False)
+        self._heard_at = time.monotonic()
+
     def step(self, budget: float) -> bool:
         """Replay for about ``budget`` seconds (a record, at least, when one is there); True once done."""
         assert self._reader is not None and self._replay is not None, "a closed rebuild does not step"

@@ -626,6 +626,66 @@ def test_partitions_that_need_no_rebuild_keep_flowing_while_others_are_rebuilt(k
         f"({rebuilt[-1][1]}), not while it ran")
 
 
+def test_a_rebalance_in_the_middle_of_rebuilds_neither_stalls_nor_restarts_them(kafka_broker: EmbeddedBroker,
+                                                                                topics: TopicSettings,
+                                                                                tmp_path: Path) -> None:
+    """A starts with no state and rebuilds every partition from the log, slowed: the partition with
+    the shorter log is rebuilt first. B joins then, and the group splits the partitions while A's
+    longer rebuild runs. If A keeps the partition it finished, that partition is not left paused (a
+    pause outlives an assignment); if A keeps the one it was rebuilding, it goes on from where it
+    was instead of reading the log again from the start. Either way the group applies the input
+    that follows once. The generated tenants fill partitions 0 and 2; two more, with events only in
+    the input that follows, fill 1 and 3, whose empty logs A rebuilds before the rebalance: the
+    half A keeps holds one of them."""
+    bootstrap, group = kafka_broker.bootstrap, "g-rebalance-rebuild"
+    first, then = tmp_path / "part0.jsonl", tmp_path / "part1.jsonl"
+    write_events(first, 100)
+    newcomers = tuple(change(f"{tenant}-1", "cmdb", "svc/S1", "Service:cmdb:S1", "owned_by", "Team:hr:T1")
+                      .replace('"tenant": "acme"', f'"tenant": "{tenant}"') for tenant in ("wayne", "wonka"))
+    following = write_events(then, 50, seed=10, id_prefix="later", extra=newcomers)
+    produce_files([first], bootstrap, topics, progress=False)
+    run_until_idle(tmp_path / "X", bootstrap, topics, group)
+    partitions = topics.partitions_for(Topic.EDGE_VERSIONS)
+    records = Counter(tenant_partition(tenant, partitions) for tenant, _ in event_ids(first))
+    ordered = sorted(records, key=lambda partition: records[partition])
+    shorter, longer = ordered[0], ordered[-1]
+    assert records[shorter] < records[longer], f"two partitions with logs of different lengths: {records}"
+    empty = set(range(partitions)) - set(records)
+    assert {tenant_partition(tenant, partitions) for tenant in ("wayne", "wonka")} == empty
+
+    workers: dict[str, LogPipe] = {}
+    try:
+        os.environ[FAILPOINT_SLOW_REBUILD] = "0.01"
+        try:
+            workers["A"] = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, group))
+        finally:
+            del os.environ[FAILPOINT_SLOW_REBUILD]
+        wait_until(lambda: workers["A"].first(f" rebuilt partition {shorter} ") is not None, 60,
+                   f"A rebuilt partition {shorter}")
+        assert workers["A"].first(f" rebuilt partition {longer} ") is None, "A is still rebuilding the longer log"
+        workers["B"] = LogPipe(start_worker(tmp_path / "B", bootstrap, topics, group))
+        wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
+        produce_files([then], bootstrap, topics, progress=False)
+        everything = event_ids(first) | event_ids(then)
+        wait_until(lambda: everything <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"), 90,
+                   "the group applied the input that followed")
+        summaries = {name: stop_logged(worker) for name, worker in workers.items()}
+    finally:
+        for worker in workers.values():
+            if worker.process.poll() is None:
+                worker.process.kill()
+            worker.close()
+
+    assert sum(summary["events_read"] for summary in summaries.values()) == following, summaries
+    lines = [line for _, line in workers["A"].stderr]
+    if any(f" goes on rebuilding partition {longer}" in line for line in lines):
+        starts = [line for line in lines if f" rebuilds partition {longer} " in line]
+        assert len(starts) == 1, f"A read partition {longer}'s log from the start once: {starts}"
+    else:
+        assert f"[{longer}]" not in [line for line in lines if " assigned [" in line][-1], (
+            f"A holds partition {longer} after the rebalance but did not go on with its rebuild")
+
+
 def seen_event_ids(state: Path) -> set[tuple[str, str]]:
     """The (tenant, event id) pairs a state directory records as seen (its ``I`` table), read as a
     secondary. With the tenant: every tenant's generated events share their ids."""
