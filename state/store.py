@@ -12,7 +12,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``I``  tenant, event_id                                             outcome (idempotent re-delivery)
 ``K``  tenant, last tx of a batch                                  the batch's correction events
 ``R``  tenant, review_id                                            review item
-``D``  tx, sequence                                                 dead letter
+``D``  tx, digest of the letter                                      dead letter
 ``X``  tenant, trace_id / ``Y`` tenant, edge_id, trace_id           traces and their edge index
 ``H``  tenant, system                                               last heartbeat
 ``L``  tenant, system                                               latest change and heartbeat applied
@@ -50,6 +50,7 @@ could not answer a ``known_at`` inside it, and what they said would depend on wh
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
@@ -85,7 +86,6 @@ them); 3: ``T`` and ``K`` hold one row per batch and tenant (2 had one per entry
 of recording, believed-by-source in ``B`` (1 had ``O`` and ``S``)."""
 _TX_BYTES: Final = 9
 """An encoded ``tx_from`` in an ``A`` key (``keys.encode_int``): the edge id follows it."""
-_DEAD_LETTER_SEQUENCE = b"M" + pack("dead_letter_seq")
 _UNREAD: Final = object()
 """A read cache's answer for a key it does not hold (``None`` is a cached 'no such entity')."""
 
@@ -95,6 +95,12 @@ EncodedVersion = tuple[EdgeVersion, bool, bool, bytes]
 LogRows = Callable[[list[EncodedVersion]], Sequence[tuple[bytes, bytes]]]
 """Given every version a batch touched, the rows that park what the batch must emit (a worker's
 outbox), written in the batch's own WriteBatch."""
+
+
+def _digest(record: bytes) -> str:
+    """A ``D`` key's second part: the letter's own digest, so that a replay that applies the same
+    letter again (a rebuild begun again after a crash) writes the same row, and two letters never meet."""
+    return hashlib.blake2b(record, digest_size=12).hexdigest()
 
 
 def _adjacency(tenant: str, node: str, rel: str, direction: Direction) -> bytes:
@@ -150,8 +156,8 @@ class LedgerStore:
         self._read_persisted()
 
     def _read_persisted(self) -> None:
-        """The state's format (refused unless this edgeledger reads it), its last transaction time and
-        its dead-letter sequence, as the KV holds them."""
+        """The state's format (refused unless this edgeledger reads it) and its last transaction time,
+        as the KV holds them."""
         kv = self.kv
         stored_format = kv.get(_FORMAT)
         found = stored_format or (FORMAT_VERSION if self._holds_no_versions() else b"1")  # format 1 recorded none
@@ -163,8 +169,6 @@ class LedgerStore:
         self._format_recorded = stored_format is not None
         raw = kv.get(_LAST_TX)
         self._last_tx = int(raw) if raw else NO_TRANSACTION
-        raw_seq = kv.get(_DEAD_LETTER_SEQUENCE)
-        self._dead_letter_seq = int(raw_seq) if raw_seq else 0
 
     def _holds_no_versions(self) -> bool:
         for _ in self.kv.scan(b"V"):
@@ -557,8 +561,8 @@ class LedgerStore:
         for item in pending.review_items:
             puts.append((b"R" + pack(item.tenant, item.review_id), codec.encode_record(item)))
         for letter in pending.dead_letters:
-            self._dead_letter_seq += 1
-            puts.append((b"D" + pack(letter.tx_at, self._dead_letter_seq), codec.encode_record(letter)))
+            record = codec.encode_record(letter)
+            puts.append((b"D" + pack(letter.tx_at, _digest(record)), record))
         for trace in pending.traces:
             puts.append((b"X" + pack(trace.tenant, trace.trace_id), codec.encode_record(trace)))
             for edge_id in trace.edge_ids or ():
@@ -569,8 +573,6 @@ class LedgerStore:
         last_tx = pending.last_tx()
         if last_tx > self._last_tx:
             puts.append((_LAST_TX, str(last_tx).encode()))
-        if pending.dead_letters:
-            puts.append((_DEAD_LETTER_SEQUENCE, str(self._dead_letter_seq).encode()))
         if not self._format_recorded:
             puts.append((_FORMAT, FORMAT_VERSION))
         self.kv.write(puts, deletes)
