@@ -133,9 +133,9 @@ class LedgerWorker:
         self._rebuilding: dict[int, PartitionRebuild | None] = {}
         """Log partitions to rebuild before their inputs resume, in order: each one's rebuild once begun."""
         self._rebuilt: list[int] = []
+        """Log partitions rebuilt whose inputs resume once the others are (``_advance_rebuilds``)."""
         self._suspended: dict[int, PartitionRebuild] = {}
         """Rebuilds paused by a revocation, until the next assignment goes on with them or closes them."""
-        """Log partitions rebuilt whose inputs resume once the others are (``_advance_rebuilds``)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
@@ -221,7 +221,6 @@ class LedgerWorker:
             # Discarded: every assigned partition is rebuilt, also one the group has no offset for,
             # whose batches may be on the log all the same (their offsets' commit was lost).
             behind = sorted({tp.partition for tp in partitions})
-            self._abandon_rebuilds()
         assigned = {tp.partition for tp in partitions}
         behind = sorted(set(behind) | (self.bookkeeping.rebuilding() & assigned))
         # Claimed before the rebuilds, which can take long: a worker that takes a partition over
@@ -342,7 +341,7 @@ class LedgerWorker:
         what was replayed if it comes back."""
         for partition, rebuild in sorted(self._suspended.items()):
             rebuild.close()
-            log.info("worker %s stops rebuilding partition %d, no longer its own", self.config.worker_id, partition)
+            log.info("worker %s stops rebuilding partition %d", self.config.worker_id, partition)
         self._suspended = {}
 
     def _behind(self, committed: list[TopicPartition], claims: dict[int, str]) -> list[int]:
@@ -379,6 +378,7 @@ class LedgerWorker:
                     "partitions from the log", self.config.worker_id, len(self._parked),
                     f"another worker owned partition(s) {overtaken} since" if overtaken
                     else f"input partition(s) {missing} it consumed are assigned elsewhere")
+        self._abandon_rebuilds()  # first: what they restored belongs to the state about to go
         self.store.reset()
         self.bookkeeping.reset()
         self.applied_offsets = {}
