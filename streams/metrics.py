@@ -171,6 +171,14 @@ class LedgerMetrics:
             "edgeledger_consumer_lag_records", "Records not yet consumed, by topic and partition.",
             ["topic", "partition"], registry=r,
         )
+        self.rebuild_partitions = Gauge(
+            "edgeledger_rebuild_partitions",
+            "Log partitions this worker rebuilds from edge-versions before it resumes their input.", registry=r,
+        )
+        self.rebuild_records = Counter(
+            "edgeledger_rebuild_log_records", "edge-versions records replayed into this worker's state by rebuilds.",
+            registry=r,
+        )
         self.source_last_event = Gauge(
             "edgeledger_source_last_event_timestamp_seconds",
             "Transaction time of the newest change event applied from the source.", ["source"], registry=r,
@@ -250,6 +258,12 @@ class LedgerMetrics:
 
     def set_consumer_lag(self, topic: str, partition: int, lag: int) -> None:
         self.consumer_lag.labels(topic, str(partition)).set(lag)
+
+    def observe_rebuild(self, partitions: int, records: int) -> None:
+        """Rebuilds in progress: how many partitions are left, and the log records replayed since the last call."""
+        self.rebuild_partitions.set(partitions)
+        if records:
+            self.rebuild_records.inc(records)
 
     def set_slo(self, slo: SloConfig) -> None:
         for source, limits in slo.sources.items():

@@ -79,6 +79,8 @@ REBUILD_SLICE = 0.25
 CommitObserver = Callable[[PendingLedger], None]
 LagObserver = Callable[[str, int, int], None]
 """(topic, partition, records not yet applied)."""
+RebuildObserver = Callable[[int, int], None]
+"""(log partitions left to rebuild, log records replayed since the last call)."""
 
 
 @dataclass
@@ -97,7 +99,7 @@ class WorkerConfig:
 class LedgerWorker:
     def __init__(self, config: WorkerConfig, ontology: Ontology | None = None,
                  observers: list[CommitObserver] | None = None, on_consumer_lag: LagObserver | None = None,
-                 lag_interval: float = 10.0) -> None:
+                 lag_interval: float = 10.0, on_rebuild: RebuildObserver | None = None) -> None:
         self.config = config
         kv = RocksKV(config.state_dir)
         self.store = LedgerStore(kv)
@@ -112,6 +114,7 @@ class LedgerWorker:
         self._batches = 0
         self.on_consumer_lag = on_consumer_lag
         self.lag_interval = lag_interval
+        self.on_rebuild = on_rebuild
         self._lag_due = time.monotonic()
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
         self._crash_mid_send = int(os.environ.get(FAILPOINT_CRASH_MID_SEND, "0") or 0)
@@ -253,6 +256,7 @@ class LedgerWorker:
                 paused.read_on()
                 log.info("worker %s goes on rebuilding partition %d", self.config.worker_id, partition)
         self._close_suspended()  # the paused rebuilds of partitions this assignment does not hold
+        self._report_rebuilds(0)
         self._assigned_at = time.monotonic()
         log.info("worker %s assigned %s%s", self.config.worker_id,
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions if tp not in held),
@@ -274,15 +278,24 @@ class LedgerWorker:
             if self._rebuilding[partition] is None:
                 self._rebuilding[partition] = self._start_rebuild(partition)
                 active.append(partition)
+        replayed = 0
         for partition in active:
             rebuild = self._rebuilding[partition]
             assert rebuild is not None
-            if rebuild.step(REBUILD_SLICE / len(active)):
+            before = rebuild.records
+            done = rebuild.step(REBUILD_SLICE / len(active))
+            replayed += rebuild.records - before
+            if done:
                 self._finish_rebuild(rebuild)
                 del self._rebuilding[partition]
                 self._rebuilt.append(partition)
         if not self._rebuilding:
             self._resume_rebuilt()
+        self._report_rebuilds(replayed)
+
+    def _report_rebuilds(self, replayed: int) -> None:
+        if self.on_rebuild is not None:
+            self.on_rebuild(len(self._rebuilding), replayed)
 
     def _start_rebuild(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> PartitionRebuild:
         if self._crash_in_rebuild:
@@ -335,6 +348,7 @@ class LedgerWorker:
         """Close every rebuild, running or paused: the worker leaves its partitions, or its state is gone."""
         self._suspend_rebuilds(set(self._rebuilding))
         self._close_suspended()
+        self._report_rebuilds(0)
 
     def _close_suspended(self) -> None:
         """Close the paused rebuilds. A partition's rebuild mark stays, so that it is rebuilt on from

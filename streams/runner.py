@@ -69,7 +69,7 @@ def run_monitored_worker(config: WorkerConfig, idle_exit_after: float | None,
     metrics.set_slo(slo)
     server = serve_metrics(metrics.registry, metrics_port, "127.0.0.1")[0] if metrics_port else None
     worker = LedgerWorker(config, ontology, observers=[metrics.observe_commit, *(observers or [])],
-                          on_consumer_lag=metrics.set_consumer_lag)
+                          on_consumer_lag=metrics.set_consumer_lag, on_rebuild=metrics.observe_rebuild)
     ticker = FreshnessTicker(worker.store, slo, metrics, config.bootstrap, config.topics, wall_clock_micros)
     try:
         return run_app(config.bootstrap, config.state_dir, worker, idle_exit_after,

@@ -39,6 +39,8 @@ APP_METRICS: dict[str, str] = {
     "edgeledger_traversals_truncated_total": "counter",
     "edgeledger_review_queue_depth": "gauge",
     "edgeledger_consumer_lag_records": "gauge",
+    "edgeledger_rebuild_partitions": "gauge",
+    "edgeledger_rebuild_log_records_total": "counter",
     "edgeledger_source_last_event_timestamp_seconds": "gauge",
     "edgeledger_source_last_heartbeat_timestamp_seconds": "gauge",
     "edgeledger_source_stale": "gauge",

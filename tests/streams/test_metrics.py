@@ -188,6 +188,16 @@ def test_source_status_slo_and_levels() -> None:
     assert sample(metrics, "edgeledger_cache_requests_total", result="miss") == 1
 
 
+def test_rebuild_progress() -> None:
+    metrics = LedgerMetrics()
+    metrics.observe_rebuild(4, 0)
+    metrics.observe_rebuild(3, 1200)
+    assert sample(metrics, "edgeledger_rebuild_partitions") == 3
+    metrics.observe_rebuild(0, 300)
+    assert sample(metrics, "edgeledger_rebuild_partitions") == 0
+    assert sample(metrics, "edgeledger_rebuild_log_records_total") == 1500
+
+
 def test_queries_are_counted_with_their_truncations() -> None:
     metrics = LedgerMetrics()
     for truncated in (False, True, True):

@@ -30,6 +30,7 @@ from state.kv import RocksKV
 from state.open import reading
 from state.pipeline_store import PipelineStore
 from streams.broker import EmbeddedBroker
+from streams.kafka_config import FAST_GROUP_OVERRIDES
 from streams.ledger_files import load_into, wall_clock_micros
 from streams.pipeline import (
     CRASH_EXIT_CODE,
@@ -684,6 +685,25 @@ def test_a_rebalance_in_the_middle_of_rebuilds_neither_stalls_nor_restarts_them(
     else:
         assert f"[{longer}]" not in [line for line in lines if " assigned [" in line][-1], (
             f"A holds partition {longer} after the rebalance but did not go on with its rebuild")
+
+
+def test_a_worker_reports_its_rebuilds_progress(kafka_broker: EmbeddedBroker, topics: TopicSettings,
+                                                tmp_path: Path) -> None:
+    """What `run` exports as edgeledger_rebuild_partitions and edgeledger_rebuild_log_records_total:
+    a worker with no state reports every partition to rebuild, then none, and replays the whole log."""
+    bootstrap, group = kafka_broker.bootstrap, "g-rebuild-progress"
+    write_events(tmp_path / "events.jsonl", 100)
+    produce_files([tmp_path / "events.jsonl"], bootstrap, topics, progress=False)
+    run_until_idle(tmp_path / "first", bootstrap, topics, group)
+
+    reports: list[tuple[int, int]] = []
+    worker = LedgerWorker(WorkerConfig(tmp_path / "second", bootstrap, group, topics,
+                                       consumer_overrides=dict(FAST_GROUP_OVERRIDES)),
+                          on_rebuild=lambda partitions, records: reports.append((partitions, records)))
+    assert worker.run(idle_exit_after=2).events_read == 0, "the log held every input: nothing left to read"
+    partitions = topics.partitions_for(Topic.EDGE_VERSIONS)
+    assert reports[0] == (partitions, 0) and reports[-1][0] == 0, reports[:3] + reports[-3:]
+    assert sum(records for _, records in reports) == len(read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS)))
 
 
 def seen_event_ids(state: Path) -> set[tuple[str, str]]:
