@@ -45,7 +45,7 @@ from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
 from streams.ledger_log import OutRecord, is_marker, outbox_for, parked_inputs
 from streams.produce import deliver, delivery_producer
-from streams.rebuild import PartitionRebuild
+from streams.rebuild import PartitionRebuild, Rebuilds
 from streams.topics import INPUT_TOPICS, Topic, TopicSettings, tenant_partition
 
 log = logging.getLogger(__name__)
@@ -133,12 +133,8 @@ class LedgerWorker:
         self._arrival: tuple[str, int] = ("", -1)
         """The (topic, partition) of the record being applied, for ``_misrouted``."""
         self._routing_rule: Misrouted = self._misrouted  # Speed: one bound method, not one per record
-        self._rebuilding: dict[int, PartitionRebuild | None] = {}
-        """Log partitions to rebuild before their inputs resume, in order: each one's rebuild once begun."""
-        self._rebuilt: list[int] = []
-        """Log partitions rebuilt whose inputs resume once the others are (``_advance_rebuilds``)."""
-        self._suspended: dict[int, PartitionRebuild] = {}
-        """Rebuilds paused by a revocation, until the next assignment goes on with them or closes them."""
+        self.rebuilds = Rebuilds(self._start_rebuild, REBUILDS_AT_ONCE, REBUILD_SLICE)
+        """Log partitions to rebuild before their inputs resume (``streams.rebuild.Rebuilds``)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
@@ -162,7 +158,7 @@ class LedgerWorker:
             with self.heap:
                 while not stop.is_set():
                     self._report_lag()
-                    if self._rebuilding:
+                    if self.rebuilds.waiting:
                         self._advance_rebuilds()
                         idle_since = time.monotonic()
                     if self.process_batch():
@@ -249,13 +245,12 @@ class LedgerWorker:
         consumer.resume([tp for tp in partitions if tp not in held])
         if held:
             consumer.pause(held)
-        for partition in behind:
-            # A rebuild the last revocation paused goes on where it was, rather than from offset 0.
-            paused = self._rebuilding[partition] = self._suspended.pop(partition, None)
-            if paused is not None:
-                paused.read_on()
-                log.info("worker %s goes on rebuilding partition %d", self.config.worker_id, partition)
-        self._close_suspended()  # the paused rebuilds of partitions this assignment does not hold
+        # A rebuild the last revocation suspended goes on where it was, rather than from offset 0;
+        # the suspended rebuilds of partitions this assignment does not hold are closed.
+        going_on, closed = self.rebuilds.expect(behind)
+        for rebuild in going_on:
+            log.info("worker %s goes on rebuilding partition %d", self.config.worker_id, rebuild.partition)
+        self._log_stopped(closed)
         self._report_rebuilds(0)
         self._assigned_at = time.monotonic()
         log.info("worker %s assigned %s%s", self.config.worker_id,
@@ -268,34 +263,20 @@ class LedgerWorker:
         return applied + 1 if applied is not None else OFFSET_BEGINNING
 
     def _advance_rebuilds(self) -> None:
-        """One slice of the pending rebuilds, up to ``REBUILDS_AT_ONCE`` of them side by side (their
-        quiet ends overlap). Once the last is done, the rebuilt partitions' inputs resume together, as
-        when they were rebuilt inside the rebalance callback: a batch then spans them all."""
-        active = [partition for partition, rebuild in self._rebuilding.items() if rebuild is not None]
-        for partition in self._rebuilding:
-            if len(active) >= REBUILDS_AT_ONCE:
-                break
-            if self._rebuilding[partition] is None:
-                self._rebuilding[partition] = self._start_rebuild(partition)
-                active.append(partition)
-        replayed = 0
-        for partition in active:
-            rebuild = self._rebuilding[partition]
-            assert rebuild is not None
-            before = rebuild.records
-            done = rebuild.step(REBUILD_SLICE / len(active))
-            replayed += rebuild.records - before
-            if done:
-                self._finish_rebuild(rebuild)
-                del self._rebuilding[partition]
-                self._rebuilt.append(partition)
-        if not self._rebuilding:
-            self._resume_rebuilt()
+        """One slice of the pending rebuilds. Once the last is done, the rebuilt partitions' inputs
+        resume together, as when they were rebuilt inside the rebalance callback: a batch then
+        spans them all."""
+        finished, replayed = self.rebuilds.advance()
+        for rebuild in finished:
+            self._finish_rebuild(rebuild)
+        rebuilt = self.rebuilds.take_rebuilt()
+        if rebuilt:
+            self._resume_rebuilt(rebuilt)
         self._report_rebuilds(replayed)
 
     def _report_rebuilds(self, replayed: int) -> None:
         if self.on_rebuild is not None:
-            self.on_rebuild(len(self._rebuilding), replayed)
+            self.on_rebuild(len(self.rebuilds.waiting), replayed)
 
     def _start_rebuild(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> PartitionRebuild:
         if self._crash_in_rebuild:
@@ -318,11 +299,10 @@ class LedgerWorker:
         for position, offset in rebuild.applied.items():
             self.applied_offsets[position] = max(offset, self.applied_offsets.get(position, -1))
 
-    def _resume_rebuilt(self) -> None:
+    def _resume_rebuilt(self, rebuilt: set[int]) -> None:
         """Assign the whole assignment again, each partition right after what this state applied, and
         resume the rebuilt ones: their fetches then start together, as at an assignment (a seek per
         partition started them one by one, and a batch right after held only some of them)."""
-        rebuilt, self._rebuilt = set(self._rebuilt), []
         assignment = self.consumer.assignment()
         for tp in assignment:
             tp.offset = self._resume_offset(tp)
@@ -334,29 +314,22 @@ class LedgerWorker:
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in held))
 
     def _suspend_rebuilds(self, partitions: set[int]) -> None:
-        """Pause the rebuilds of revoked partitions: with the eager protocol every rebalance revokes
-        every partition, and most come back in the next assignment (``_on_assign`` goes on with
-        them). What they replayed stays, with its offsets, and so do their rebuild marks."""
-        self._rebuilt = [partition for partition in self._rebuilt if partition not in partitions]
-        for partition in sorted(partitions & set(self._rebuilding)):
-            rebuild = self._rebuilding.pop(partition)
-            if rebuild is not None:
-                self._restore_offsets(rebuild)
-                self._suspended[partition] = rebuild
+        """Set the rebuilds of revoked partitions aside (``Rebuilds.suspend``). What they replayed stays,
+        with its offsets, and so do their rebuild marks."""
+        for rebuild in self.rebuilds.suspend(partitions):
+            self._restore_offsets(rebuild)
 
     def _abandon_rebuilds(self) -> None:
-        """Close every rebuild, running or paused: the worker leaves its partitions, or its state is gone."""
-        self._suspend_rebuilds(set(self._rebuilding))
-        self._close_suspended()
+        """Close every rebuild, running or suspended: the worker leaves its partitions, or its state is
+        gone. A partition's rebuild mark stays, so that it is rebuilt on from what was replayed if it
+        comes back."""
+        self._suspend_rebuilds(set(self.rebuilds.waiting))
+        self._log_stopped(self.rebuilds.close_suspended())
         self._report_rebuilds(0)
 
-    def _close_suspended(self) -> None:
-        """Close the paused rebuilds. A partition's rebuild mark stays, so that it is rebuilt on from
-        what was replayed if it comes back."""
-        for partition, rebuild in sorted(self._suspended.items()):
-            rebuild.close()
+    def _log_stopped(self, partitions: list[int]) -> None:
+        for partition in partitions:
             log.info("worker %s stops rebuilding partition %d", self.config.worker_id, partition)
-        self._suspended = {}
 
     def _behind(self, committed: list[TopicPartition], claims: dict[int, str]) -> list[int]:
         """Partitions another worker owned since this state did: the group's offset is past what this
@@ -498,7 +471,7 @@ class LedgerWorker:
 
     def _consume(self) -> list[Message]:
         # While a rebuild is pending the loop does not wait for input: the rebuild is the work.
-        timeout = 0 if self._rebuilding else self.config.poll_timeout
+        timeout = 0 if self.rebuilds.waiting else self.config.poll_timeout
         return self.consumer.consume(num_messages=self.config.batch_max, timeout=timeout)
 
     def _apply(self, messages: list[Message]) -> tuple[PendingLedger, dict[tuple[str, int], int]]:

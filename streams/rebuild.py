@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -25,6 +27,9 @@ log = logging.getLogger(__name__)
 
 InputPosition = tuple[str, int]
 """(input topic, partition number)."""
+
+
+R = TypeVar("R", bound="Steppable")
 
 
 class RebuildStalled(RuntimeError):
@@ -119,3 +124,97 @@ class PartitionRebuild:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+
+
+class Steppable(Protocol):
+    """What ``Rebuilds`` needs of a rebuild (``PartitionRebuild``; a unit test's stand-in)."""
+
+    partition: int
+    records: int
+
+    def step(self, budget: float) -> bool: ...
+
+    def read_on(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Rebuilds(Generic[R]):
+    """Which of a worker's partitions wait for a rebuild, which are rebuilding, and which are done.
+
+    The worker hands in the partitions an assignment must rebuild (``expect``) and calls
+    ``advance`` from its loop; a rebuild begins when there is room (``at_once`` side by side) and
+    steps for its share of ``slice_seconds``. The rebuilt partitions resume together once none is
+    left (``take_rebuilt``). A revocation suspends the rebuilds of the partitions it takes
+    (``suspend``): with the eager protocol every rebalance revokes every partition, and the next
+    assignment goes on with those it holds again (``expect``) rather than reading their logs anew.
+    """
+
+    start: Callable[[int], R]
+    at_once: int = 4
+    slice_seconds: float = 0.25
+    waiting: dict[int, R | None] = field(default_factory=dict)
+    """Partitions still to rebuild, in order: each one's rebuild once begun."""
+    rebuilt: list[int] = field(default_factory=list)
+    """Rebuilt partitions whose inputs resume once no other is left."""
+    suspended: dict[int, R] = field(default_factory=dict)
+
+    def expect(self, partitions: Iterable[int]) -> tuple[list[R], list[int]]:
+        """Wait for these partitions' rebuilds: a suspended one goes on (``read_on``); any other
+        suspended rebuild is closed. Returns (the rebuilds that go on, the partitions closed)."""
+        going_on = []
+        for partition in partitions:
+            rebuild = self.waiting[partition] = self.suspended.pop(partition, None)
+            if rebuild is not None:
+                rebuild.read_on()
+                going_on.append(rebuild)
+        return going_on, self.close_suspended()
+
+    def advance(self) -> tuple[list[R], int]:
+        """One slice; returns (the rebuilds that finished, still open, and the log records replayed)."""
+        active = [partition for partition, rebuild in self.waiting.items() if rebuild is not None]
+        for partition, rebuild in list(self.waiting.items()):
+            if len(active) >= self.at_once:
+                break
+            if rebuild is None:
+                self.waiting[partition] = self.start(partition)
+                active.append(partition)
+        finished, replayed = [], 0
+        for partition in active:
+            rebuild = self.waiting[partition]
+            assert rebuild is not None
+            before = rebuild.records
+            done = rebuild.step(self.slice_seconds / len(active))
+            replayed += rebuild.records - before
+            if done:
+                del self.waiting[partition]
+                self.rebuilt.append(partition)
+                finished.append(rebuild)
+        return finished, replayed
+
+    def take_rebuilt(self) -> set[int]:
+        """The rebuilt partitions to resume, once no rebuild is left waiting (else none)."""
+        if self.waiting:
+            return set()
+        rebuilt, self.rebuilt = set(self.rebuilt), []
+        return rebuilt
+
+    def suspend(self, partitions: set[int]) -> list[R]:
+        """Set the rebuilds of these partitions aside (returned); forget them as waiting or rebuilt."""
+        self.rebuilt = [partition for partition in self.rebuilt if partition not in partitions]
+        set_aside = []
+        for partition in sorted(partitions & set(self.waiting)):
+            rebuild = self.waiting.pop(partition)
+            if rebuild is not None:
+                self.suspended[partition] = rebuild
+                set_aside.append(rebuild)
+        return set_aside
+
+    def close_suspended(self) -> list[int]:
+        """Close the suspended rebuilds; returns their partitions."""
+        closed = sorted(self.suspended)
+        for partition in closed:
+            self.suspended[partition].close()
+        self.suspended = {}
+        return closed
