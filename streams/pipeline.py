@@ -554,9 +554,10 @@ class LedgerWorker:
         try:
             while not rebuild.step(REBUILD_SLICE):
                 pass
-        finally:
+        except BaseException:
             rebuild.close()
-        self._finish_rebuild(rebuild)
+            raise
+        self._finish_rebuild(rebuild)  # closes it
 
     def _send_outbox(self) -> None:
         """Re-send what a previous run committed but may not have sent (crash between commit and send)."""

@@ -73,8 +73,7 @@ class PartitionRebuild:
                                                 **{"enable.auto.commit": False}))
         self._replay = Replay(self.store)
         try:
-            _, self._end = self._reader.get_watermark_offsets(TopicPartition(self.log_topic, self.partition),
-                                                              timeout=30, cached=False)
+            self._end = self._log_end()
             self._reader.assign([TopicPartition(self.log_topic, self.partition, OFFSET_BEGINNING)])
         except BaseException:
             self.close()
@@ -84,10 +83,15 @@ class PartitionRebuild:
     def read_on(self) -> None:
         """Go on after a pause (the partition was revoked and assigned again): to the log's end as it
         is now, since another worker may have held the partition and sent batches meanwhile."""
-        assert self._reader is not None, "a closed rebuild does not go on"
-        _, self._end = self._reader.get_watermark_offsets(TopicPartition(self.log_topic, self.partition),
-                                                          timeout=30, cached=False)
+        self._end = self._log_end()
         self._heard_at = time.monotonic()
+
+    def _log_end(self) -> int:
+        """The partition's end as the broker has it now (uncached: exact, where a fetch's is not)."""
+        assert self._reader is not None, "a closed rebuild reads nothing"
+        _, end = self._reader.get_watermark_offsets(TopicPartition(self.log_topic, self.partition),
+                                                    timeout=30, cached=False)
+        return end
 
     def step(self, budget: float) -> bool:
         """Replay for about ``budget`` seconds (a record, at least, when one is there); True once done."""
