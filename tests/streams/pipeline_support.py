@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -56,15 +57,17 @@ def fresh_topics() -> TopicSettings:
 
 
 def start_worker(state: Path, bootstrap: str, topics: TopicSettings, group: str,
-                 exit_when_idle: float | None = None,
-                 consumer_options: dict[str, str | int] | None = None) -> subprocess.Popen:
+                 exit_when_idle: float | None = None, consumer_options: dict[str, str | int] | None = None,
+                 failpoints: dict[str, str] | None = None) -> subprocess.Popen:
+    """``edgeledger run`` in a child process; ``failpoints`` are set in its environment only."""
     command = [sys.executable, "-m", "streams.cli", "run", "--state", str(state), "--bootstrap", bootstrap,
                "--group", group, "--topic-prefix", topics.prefix, "--metrics-port", "0"]
     if exit_when_idle is not None:
         command += ["--exit-when-idle", str(exit_when_idle)]
     for key, value in {**FAST_GROUP_OVERRIDES, **(consumer_options or {})}.items():
         command += ["--consumer-option", f"{key}={value}"]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(failpoints or {})})
 
 
 def finish(worker: subprocess.Popen, timeout: float = 180) -> tuple[str, str]:

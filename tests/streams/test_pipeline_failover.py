@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,6 +136,26 @@ def running() -> Iterator[StartWorker]:
         if worker.poll() is None:
             worker.kill()
             worker.communicate()
+
+
+StartLogged = Callable[..., LogPipe]
+
+
+@pytest.fixture
+def logged() -> Iterator[StartLogged]:
+    """``start_worker`` with its output drained into a ``LogPipe``; any worker still running when the
+    test ends is killed."""
+    started: list[LogPipe] = []
+
+    def start(state: Path, bootstrap: str, topics: TopicSettings, group: str, **options: Any) -> LogPipe:
+        started.append(LogPipe(start_worker(state, bootstrap, topics, group, **options)))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.process.kill()
+        worker.close()
 
 
 # -- reading state -----------------------------------------------------------------------------------------------
@@ -317,12 +338,8 @@ def test_a_batch_redone_by_another_worker_is_not_resent_over_it(kafka_broker: Em
 
 def crash_at(failpoint: str, state: Path, bootstrap: str, topics: TopicSettings, group: str) -> None:
     """A worker that dies at ``failpoint`` in its first batch (or its first rebuild), as from kill -9."""
-    os.environ[failpoint] = "1"
-    try:
-        worker = start_worker(state, bootstrap, topics, group)
-        _, err = finish(worker, 120)
-    finally:
-        del os.environ[failpoint]
+    worker = start_worker(state, bootstrap, topics, group, failpoints={failpoint: "1"})
+    _, err = finish(worker, 120)
     assert worker.returncode == CRASH_EXIT_CODE, err
 
 
@@ -385,7 +402,7 @@ def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_bro
 
 def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_broker: EmbeddedBroker,
                                                                           topics: TopicSettings,
-                                                                          tmp_path: Path) -> None:
+                                                                          tmp_path: Path, logged: StartLogged) -> None:
     """A commits its first batch to its state and is paused (SIGSTOP) before sending it, long enough
     for the group to evict it. B takes the partitions over, rebuilds them from the log and applies
     the whole stream. A resumes where it stopped: the group no longer counts it as a member, so it
@@ -396,23 +413,15 @@ def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_
     load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
     produce_files([events], bootstrap, topics, progress=False)
 
-    os.environ[FAILPOINT_HOLD_BEFORE_SEND] = f"1:{release}"
-    try:
-        paused = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, "g-paused", exit_when_idle=4))
-    finally:
-        del os.environ[FAILPOINT_HOLD_BEFORE_SEND]
-    try:
-        wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
-                   "A holds its first batch")
-        os.kill(paused.process.pid, signal.SIGSTOP)
-        assert run_until_idle(tmp_path / "B", bootstrap, topics, "g-paused")["events_read"] == produced
-        os.kill(paused.process.pid, signal.SIGCONT)
-        release.touch()
-        assert paused.process.wait(120) == 0, paused.tail()
-    finally:
-        if paused.process.poll() is None:
-            paused.process.kill()
-        paused.close()
+    paused = logged(tmp_path / "A", bootstrap, topics, "g-paused", exit_when_idle=4,
+                    failpoints={FAILPOINT_HOLD_BEFORE_SEND: f"1:{release}"})
+    wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
+               "A holds its first batch")
+    os.kill(paused.process.pid, signal.SIGSTOP)
+    assert run_until_idle(tmp_path / "B", bootstrap, topics, "g-paused")["events_read"] == produced
+    os.kill(paused.process.pid, signal.SIGCONT)
+    release.touch()
+    assert paused.process.wait(120) == 0, paused.tail()
 
     assert any(" is no longer a member of the group " in line for _, line in paused.stderr), paused.tail()
     run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
@@ -423,7 +432,7 @@ def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_
 
 
 def test_a_worker_paused_past_its_session_with_no_one_to_take_over_sends_its_batch_after_all(
-        kafka_broker: EmbeddedBroker, topics: TopicSettings, tmp_path: Path) -> None:
+        kafka_broker: EmbeddedBroker, topics: TopicSettings, tmp_path: Path, logged: StartLogged) -> None:
     """As above, but no other worker takes the partitions while A is paused: the group drops A, A
     joins again, gets every partition back untouched (the last claims are its own) and sends the
     batch it held, once, then goes on."""
@@ -432,23 +441,15 @@ def test_a_worker_paused_past_its_session_with_no_one_to_take_over_sends_its_bat
     load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
     produce_files([events], bootstrap, topics, progress=False)
 
-    os.environ[FAILPOINT_HOLD_BEFORE_SEND] = f"1:{release}"
-    try:
-        paused = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, "g-paused-alone", exit_when_idle=4))
-    finally:
-        del os.environ[FAILPOINT_HOLD_BEFORE_SEND]
-    try:
-        wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
-                   "A holds its first batch")
-        os.kill(paused.process.pid, signal.SIGSTOP)
-        time.sleep(4)  # the group's session is 1 s: A is dropped
-        os.kill(paused.process.pid, signal.SIGCONT)
-        release.touch()
-        assert paused.process.wait(120) == 0, paused.tail()
-    finally:
-        if paused.process.poll() is None:
-            paused.process.kill()
-        paused.close()
+    paused = logged(tmp_path / "A", bootstrap, topics, "g-paused-alone", exit_when_idle=4,
+                    failpoints={FAILPOINT_HOLD_BEFORE_SEND: f"1:{release}"})
+    wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
+               "A holds its first batch")
+    os.kill(paused.process.pid, signal.SIGSTOP)
+    time.sleep(4)  # the group's session is 1 s: A is dropped
+    os.kill(paused.process.pid, signal.SIGCONT)
+    release.touch()
+    assert paused.process.wait(120) == 0, paused.tail()
 
     log_lines = [line for _, line in paused.stderr]
     assert any(" is no longer a member of the group " in line for line in log_lines), paused.tail()
@@ -573,9 +574,8 @@ def test_exit_when_idle_does_not_count_a_rebuild_as_idle(kafka_broker: EmbeddedB
     assert count_rows(state, b"I") == first_part + waiting, "the rebuild restored the first part, then read the rest"
 
 
-def test_partitions_that_need_no_rebuild_keep_flowing_while_others_are_rebuilt(kafka_broker: EmbeddedBroker,
-                                                                               topics: TopicSettings,
-                                                                               tmp_path: Path) -> None:
+def test_partitions_that_need_no_rebuild_keep_flowing_while_others_are_rebuilt(
+        kafka_broker: EmbeddedBroker, topics: TopicSettings, tmp_path: Path, logged: StartLogged) -> None:
     """A and B split the partitions; B is stopped, and A takes B's partitions back, which it must
     rebuild from the log (here slowed to several seconds). Input that arrives meanwhile for A's own
     partitions is applied during that rebuild, not after it: the rebuild runs in the worker's loop
@@ -586,39 +586,29 @@ def test_partitions_that_need_no_rebuild_keep_flowing_while_others_are_rebuilt(k
     assert all(parts)
     partitions = topics.partitions_for(Topic.EDGE_VERSIONS)
     workers: dict[str, LogPipe] = {}
-    try:
-        produce_files([tmp_path / "part0.jsonl"], bootstrap, topics, progress=False)
-        os.environ[FAILPOINT_SLOW_REBUILD] = "0.01"
-        try:
-            workers["A"] = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, group))
-        finally:
-            del os.environ[FAILPOINT_SLOW_REBUILD]
-        wait_until(lambda: event_ids(tmp_path / "part0.jsonl") <= seen_event_ids(tmp_path / "A"), 60,
-                   "A applied the first part")
-        workers["B"] = LogPipe(start_worker(tmp_path / "B", bootstrap, topics, group))
-        wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
-        produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
-        applied = event_ids(tmp_path / "part0.jsonl") | event_ids(tmp_path / "part1.jsonl")
-        wait_until(lambda: applied <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"), 60,
-                   "the two workers applied the second part")
-        own = {tenant_partition(tenant, partitions) for tenant, _ in seen_event_ids(tmp_path / "A")} - {
-            tenant_partition(tenant, partitions) for tenant, _ in seen_event_ids(tmp_path / "B")}
-        assert own, "A holds partitions of its own"
-        stop_logged(workers["B"])
+    produce_files([tmp_path / "part0.jsonl"], bootstrap, topics, progress=False)
+    workers["A"] = logged(tmp_path / "A", bootstrap, topics, group, failpoints={FAILPOINT_SLOW_REBUILD: "0.01"})
+    wait_until(lambda: event_ids(tmp_path / "part0.jsonl") <= seen_event_ids(tmp_path / "A"), 60,
+               "A applied the first part")
+    workers["B"] = logged(tmp_path / "B", bootstrap, topics, group)
+    wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
+    produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
+    applied = event_ids(tmp_path / "part0.jsonl") | event_ids(tmp_path / "part1.jsonl")
+    wait_until(lambda: applied <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"), 60,
+               "the two workers applied the second part")
+    own = {tenant_partition(tenant, partitions) for tenant, _ in seen_event_ids(tmp_path / "A")} - {
+        tenant_partition(tenant, partitions) for tenant, _ in seen_event_ids(tmp_path / "B")}
+    assert own, "A holds partitions of its own"
+    stop_logged(workers["B"])
 
-        produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
-        arriving = {(tenant, event_id) for tenant, event_id in event_ids(tmp_path / "part2.jsonl")
-                    if tenant_partition(tenant, partitions) in own}
-        wait_until(lambda: arriving <= seen_event_ids(tmp_path / "A"), 90, "A applied the input of its own partitions")
-        applied_at = time.time()
-        wait_until(lambda: event_ids(tmp_path / "part2.jsonl") <= seen_event_ids(tmp_path / "A"), 90,
-                   "A applied every part")
-        stop_logged(workers["A"])
-    finally:
-        for worker in workers.values():
-            if worker.process.poll() is None:
-                worker.process.kill()
-            worker.close()
+    produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
+    arriving = {(tenant, event_id) for tenant, event_id in event_ids(tmp_path / "part2.jsonl")
+                if tenant_partition(tenant, partitions) in own}
+    wait_until(lambda: arriving <= seen_event_ids(tmp_path / "A"), 90, "A applied the input of its own partitions")
+    applied_at = time.time()
+    wait_until(lambda: event_ids(tmp_path / "part2.jsonl") <= seen_event_ids(tmp_path / "A"), 90,
+               "A applied every part")
+    stop_logged(workers["A"])
 
     rebuilt = [(at, line) for at, line in workers["A"].stderr if " rebuilt partition " in line]
     assert rebuilt, "A took B's partitions back by rebuilding them from the log"
@@ -627,9 +617,8 @@ def test_partitions_that_need_no_rebuild_keep_flowing_while_others_are_rebuilt(k
         f"({rebuilt[-1][1]}), not while it ran")
 
 
-def test_a_rebalance_in_the_middle_of_rebuilds_neither_stalls_nor_restarts_them(kafka_broker: EmbeddedBroker,
-                                                                                topics: TopicSettings,
-                                                                                tmp_path: Path) -> None:
+def test_a_rebalance_in_the_middle_of_rebuilds_neither_stalls_nor_restarts_them(
+        kafka_broker: EmbeddedBroker, topics: TopicSettings, tmp_path: Path, logged: StartLogged) -> None:
     """A starts with no state and rebuilds every partition from the log, slowed: the partition with
     the shorter log is rebuilt first. B joins then, and the group splits the partitions while A's
     longer rebuild runs. If A keeps the partition it finished, that partition is not left paused (a
@@ -655,27 +644,17 @@ def test_a_rebalance_in_the_middle_of_rebuilds_neither_stalls_nor_restarts_them(
     assert {tenant_partition(tenant, partitions) for tenant in ("wayne", "wonka")} == empty
 
     workers: dict[str, LogPipe] = {}
-    try:
-        os.environ[FAILPOINT_SLOW_REBUILD] = "0.01"
-        try:
-            workers["A"] = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, group))
-        finally:
-            del os.environ[FAILPOINT_SLOW_REBUILD]
-        wait_until(lambda: workers["A"].first(f" rebuilt partition {shorter} ") is not None, 60,
-                   f"A rebuilt partition {shorter}")
-        assert workers["A"].first(f" rebuilt partition {longer} ") is None, "A is still rebuilding the longer log"
-        workers["B"] = LogPipe(start_worker(tmp_path / "B", bootstrap, topics, group))
-        wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
-        produce_files([then], bootstrap, topics, progress=False)
-        everything = event_ids(first) | event_ids(then)
-        wait_until(lambda: everything <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"), 90,
-                   "the group applied the input that followed")
-        summaries = {name: stop_logged(worker) for name, worker in workers.items()}
-    finally:
-        for worker in workers.values():
-            if worker.process.poll() is None:
-                worker.process.kill()
-            worker.close()
+    workers["A"] = logged(tmp_path / "A", bootstrap, topics, group, failpoints={FAILPOINT_SLOW_REBUILD: "0.01"})
+    wait_until(lambda: workers["A"].first(f" rebuilt partition {shorter} ") is not None, 60,
+               f"A rebuilt partition {shorter}")
+    assert workers["A"].first(f" rebuilt partition {longer} ") is None, "A is still rebuilding the longer log"
+    workers["B"] = logged(tmp_path / "B", bootstrap, topics, group)
+    wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
+    produce_files([then], bootstrap, topics, progress=False)
+    everything = event_ids(first) | event_ids(then)
+    wait_until(lambda: everything <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"), 90,
+               "the group applied the input that followed")
+    summaries = {name: stop_logged(worker) for name, worker in workers.items()}
 
     assert sum(summary["events_read"] for summary in summaries.values()) == following, summaries
     lines = [line for _, line in workers["A"].stderr]
@@ -724,7 +703,7 @@ def event_ids(path: Path) -> set[tuple[str, str]]:
 
 def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka_broker: EmbeddedBroker,
                                                                            topics: TopicSettings,
-                                                                           tmp_path: Path) -> None:
+                                                                           tmp_path: Path, logged: StartLogged) -> None:
     """Scale out and back in while events flow, as an operator does with `run`. A runs alone; B joins
     the group while A is busy, the group moves half of the input partitions to B, and B takes A's part
     of them from the log; B applies more there and is stopped (SIGTERM) as more events arrive; the
@@ -743,26 +722,20 @@ def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka
         return all(part <= seen for part in ids[:upto + 1])
 
     workers: dict[str, LogPipe] = {}
-    try:
-        produce_files([parts[0]], bootstrap, topics, progress=False)
-        workers["A"] = LogPipe(start_worker(tmp_path / "A", bootstrap, topics, group))
-        wait_until(lambda: applied_by_the_group(0), 60, "A applied the first part")
-        workers["B"] = LogPipe(start_worker(tmp_path / "B", bootstrap, topics, group))
-        produce_files([parts[1]], bootstrap, topics, progress=False)
-        wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
-        wait_until(lambda: applied_by_the_group(1), 60, "the group applied the second part")
-        produce_files([parts[2]], bootstrap, topics, progress=False)
-        wait_until(lambda: applied_by_the_group(2), 60, "the two workers applied the third part")
-        produce_files([parts[3]], bootstrap, topics, progress=False)
-        left = stop_logged(workers["B"])
-        produce_files([parts[4]], bootstrap, topics, progress=False)
-        wait_until(lambda: set().union(*ids) <= seen_event_ids(tmp_path / "A"), 90, "A applied every part")
-        stayed = stop_logged(workers["A"])
-    finally:
-        for worker in workers.values():
-            if worker.process.poll() is None:
-                worker.process.kill()
-            worker.close()
+    produce_files([parts[0]], bootstrap, topics, progress=False)
+    workers["A"] = logged(tmp_path / "A", bootstrap, topics, group)
+    wait_until(lambda: applied_by_the_group(0), 60, "A applied the first part")
+    workers["B"] = logged(tmp_path / "B", bootstrap, topics, group)
+    produce_files([parts[1]], bootstrap, topics, progress=False)
+    wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
+    wait_until(lambda: applied_by_the_group(1), 60, "the group applied the second part")
+    produce_files([parts[2]], bootstrap, topics, progress=False)
+    wait_until(lambda: applied_by_the_group(2), 60, "the two workers applied the third part")
+    produce_files([parts[3]], bootstrap, topics, progress=False)
+    left = stop_logged(workers["B"])
+    produce_files([parts[4]], bootstrap, topics, progress=False)
+    wait_until(lambda: set().union(*ids) <= seen_event_ids(tmp_path / "A"), 90, "A applied every part")
+    stayed = stop_logged(workers["A"])
 
     read = {"A": stayed["events_read"], "B": left["events_read"]}
     assert read["B"] > 0 and sum(read.values()) == produced, f"every input read once by the group: {read} of {produced}"
