@@ -4,8 +4,9 @@ Each batch writes, in this order, one record per appended or closed edge version
 renamed entity and per new alias, one per correction (``correction``, its parts as on
 ``edge-corrections``), review item (``review``), dead letter (``dead_letter``), trace and
 heartbeat, and a closing ``batch`` marker per tenant with the event ids it applied, the input
-offsets it consumed and what it heard from each source (``heard``: system, kind, detected_at, tx
-of each applied change and heartbeat, for source activity). Replaying a partition's records
+offsets it consumed, what it heard from each source (``heard``: system, kind, detected_at, tx
+of each applied change and heartbeat, for source activity) and how many records it closes
+(``records``: a part that lost one to a failed delivery is not applied). Replaying a partition's records
 through ``Replay`` rebuilds the same ledger state (what a worker that lost its disk, or a query
 replica, does); the review item's and dead letter's original text is kept to its first
 ``ORIGINAL_KEPT`` characters there, as on their own topics. Every record has a ``record_id`` so
@@ -24,6 +25,7 @@ reason), ``review-queue`` (parked events and flagged conflicts).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
@@ -47,6 +49,8 @@ from schemas.times import format_micros, parse_micros
 from state import codec
 from state.store import EncodedVersion
 from streams.topics import Topic, tenant_partition
+
+log = logging.getLogger(__name__)
 
 
 class OutRecord(NamedTuple):
@@ -106,14 +110,16 @@ _NO_BATCH = version_head()
 
 
 def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: bytes,
-                   head: bytes = _NO_BATCH) -> bytes:
+                   head: bytes = _NO_BATCH, record_id: str | None = None) -> bytes:
     """The ``edge_version`` record of a version whose stored encoding is ``encoded``: the bytes
     ``orjson.dumps`` gives for {kind, record_id, appended, closed, layout, version}, without decoding or
     encoding the version again. Speed: re-shaping each version as the contract's edge (five
     instants formatted as text, a nested object) took 13 of a worker's 69 µs of main-thread time
     per event (200k events); the log's readers decode it back to the same ``EdgeVersion`` either way.
-    ``head``: ``version_head`` of the record's batch."""
-    record_id = f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
+    ``head``: ``version_head`` of the record's batch; ``record_id``: ``version_record_id``, when the
+    caller has it already."""
+    if record_id is None:
+        record_id = f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
     return b"".join((head, orjson.dumps(record_id), _VERSION_FLAGS[appended, closed], encoded, b"}"))
 
 
@@ -153,34 +159,47 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
 
     Each tenant's records come right before its marker, so on any log partition the records a
     marker closes (``Replay``) are its own tenant's: a send cut short after one tenant's marker
-    leaves that tenant's part of the batch whole on the log, and none of the next's applied."""
+    leaves that tenant's part of the batch whole on the log, and none of the next's applied.
+    With ``log_partitions``, each marker also counts the records it closes (``records``: distinct
+    record ids on its log partition since the partition's previous marker), so that a reader can
+    tell a part that lost a record to a failed delivery from a whole one."""
     records: list[OutRecord] = []
+    ids: list[str | None] = []
+    """Each record's ``record_id`` on the log (None: a record of another topic), for the markers' counts."""
     log = Topic.EDGE_VERSIONS
     head = version_head(batch_id)
     for version, is_new, closed_now, encoded in versions:
-        records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now, encoded, head)))
+        record_id = f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
+        records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now, encoded, head,
+                                                                    record_id)))
+        ids.append(record_id)
     for entity in pending.entities.values():
-        records.append(OutRecord(Topic.EDGE_VERSIONS, entity.tenant, orjson.dumps(
-            {"kind": "entity", "batch": batch_id,
-             "record_id": f"{entity.tenant}/entity/{entity.entity_id}/{entity.name}", "entity": entity._asdict()})))
+        record_id = f"{entity.tenant}/entity/{entity.entity_id}/{entity.name}"
+        records.append(OutRecord(log, entity.tenant, orjson.dumps(
+            {"kind": "entity", "batch": batch_id, "record_id": record_id, "entity": entity._asdict()})))
+        ids.append(record_id)
     for alias in pending.aliases:
         # Speed: the fields by hand; ``asdict`` deep-copies and cost 15 µs an alias (0.3 per event here).
-        records.append(OutRecord(Topic.EDGE_VERSIONS, alias.tenant, orjson.dumps(
-            {"kind": "alias", "batch": batch_id,
-             "record_id": f"{alias.tenant}/alias/{alias.normalised}/{alias.entity_id}",
+        record_id = f"{alias.tenant}/alias/{alias.normalised}/{alias.entity_id}"
+        records.append(OutRecord(log, alias.tenant, orjson.dumps(
+            {"kind": "alias", "batch": batch_id, "record_id": record_id,
              "alias": {"tenant": alias.tenant, "normalised": alias.normalised, "entity_id": alias.entity_id,
                        "tx_from": alias.tx_from}})))
+        ids.append(record_id)
     for correction in pending.corrections:
         for part in correction_records(correction):
             records.append(OutRecord(Topic.EDGE_CORRECTIONS, correction.tenant, orjson.dumps(part)))
             records.append(OutRecord(log, correction.tenant, orjson.dumps({**part, "batch": batch_id})))
+            ids += (None, part["record_id"])
     for item in pending.review_items:
         fields, bounded = asdict(item), bounded_original(item.original)
         records.append(OutRecord(Topic.REVIEW_QUEUE, item.tenant, orjson.dumps(
             {"record_id": item.review_id, **fields, "tx_at": format_micros(item.tx_at), **bounded})))
+        record_id = f"{item.tenant}/review/{item.review_id}"
         records.append(OutRecord(log, item.tenant, orjson.dumps(  # the item's own fields: Replay rebuilds it
-            {"kind": "review", "batch": batch_id, "record_id": f"{item.tenant}/review/{item.review_id}",
+            {"kind": "review", "batch": batch_id, "record_id": record_id,
              "item": {**fields, "original": bounded["original"]}})))
+        ids += (None, record_id)
     marked = sorted({partition for _, partition in inputs if partition < log_partitions})
     anchor = marked[0] if marked else -1
     for letter in pending.dead_letters:
@@ -203,14 +222,17 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
             {"kind": "dead_letter", "batch": batch_id, "record_id": f"{record_id}/log",
              "letter": {**fields, "original": bounded["original"], "original_base64": raw.get("original_base64")}}),
             partition))
+        ids += (None, f"{record_id}/log")
     for trace in pending.traces:
+        record_id = f"{trace.tenant}/trace/{trace.trace_id}"
         records.append(OutRecord(log, trace.tenant, orjson.dumps(
-            {"kind": "trace", "batch": batch_id, "record_id": f"{trace.tenant}/trace/{trace.trace_id}",
-             "trace": asdict(trace)})))
+            {"kind": "trace", "batch": batch_id, "record_id": record_id, "trace": asdict(trace)})))
+        ids.append(record_id)
     for beat in pending.heartbeats:
+        record_id = f"{beat.tenant}/heartbeat/{beat.system}/{beat.tx_at}"
         records.append(OutRecord(log, beat.tenant, orjson.dumps(
-            {"kind": "heartbeat", "batch": batch_id, "record_id": f"{beat.tenant}/heartbeat/{beat.system}/{beat.tx_at}",
-             "heartbeat": asdict(beat)})))
+            {"kind": "heartbeat", "batch": batch_id, "record_id": record_id, "heartbeat": asdict(beat)})))
+        ids.append(record_id)
     heard: dict[str, list[list]] = {}
     for outcome in pending.outcomes:
         if outcome.outcome == "applied" and outcome.tenant is not None and outcome.system is not None \
@@ -222,30 +244,82 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
         seen_by_tenant.setdefault(tenant, []).append(event_id)
     consumed = [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())]
     started = [[topic, partition, offset] for (topic, partition), offset in sorted((first or {}).items())]
-    by_tenant: dict[str, list[OutRecord]] = {}
-    for record in records:  # keyed by its tenant ("": a dead letter naming none, or read off its tenant's partition)
-        by_tenant.setdefault(record.key, []).append(record)
+    by_tenant: dict[str, _Group] = {}
+    for record, record_id in zip(records, ids, strict=True):
+        group = by_tenant.get(record.key)  # by tenant ("": a letter naming none, or read off its tenant's partition)
+        if group is None:
+            group = by_tenant[record.key] = _Group(record.key, [], [])
+        group.records.append(record)
+        group.ids.append(record_id)
     # A marker for every tenant the batch wrote a log record of or saw an event of.
-    tenants = {record.key for record in records if record.key and record.topic == log} | seen_by_tenant.keys()
+    tenants = {key for key, group in by_tenant.items() if key and any(group.ids)} | seen_by_tenant.keys()
     # Records of no tenant (dead letters that name none or were read off their tenant's partition) go
     # before the marker without a tenant that closes them or, where the batch writes none, before the
     # first tenant's marker.
-    untenanted = [record for key, group in by_tenant.items() if key not in tenants for record in group]
-    ordered: list[OutRecord] = [] if marked else untenanted
+    untenanted = _Group("", [], [])
+    for key, group in by_tenant.items():
+        if key not in tenants:
+            untenanted.records.extend(group.records)
+            untenanted.ids.extend(group.ids)
+    ordered: list[_Group | _Marker] = [] if marked else [untenanted]
     for tenant in sorted(tenants):
-        ordered += by_tenant.get(tenant, ())
-        ordered.append(OutRecord(Topic.EDGE_VERSIONS, tenant, orjson.dumps(
-            {"kind": "batch", "record_id": f"{batch_id}/{tenant}", "batch": batch_id, "tenant": tenant,
-             "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
-             "inputs": consumed, "from": started, "heard": heard.get(tenant, []), "last_tx": pending.last_tx()})))
+        ordered.append(by_tenant.get(tenant) or _Group(tenant, [], []))
+        ordered.append(_Marker(tenant, -1, {
+            "kind": "batch", "record_id": f"{batch_id}/{tenant}", "batch": batch_id, "tenant": tenant,
+            "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
+            "inputs": consumed, "from": started, "heard": heard.get(tenant, []), "last_tx": pending.last_tx()}))
     if marked:
-        ordered += untenanted
+        ordered.append(untenanted)
     for partition in marked:
-        ordered.append(OutRecord(Topic.EDGE_VERSIONS, "", orjson.dumps(
-            {"kind": "batch", "record_id": f"{batch_id}/partition-{partition}", "batch": batch_id, "tenant": None,
-             "outcomes": {}, "inputs": consumed, "from": started, "heard": [], "last_tx": pending.last_tx()}),
-            partition))
-    return ordered
+        ordered.append(_Marker("", partition, {
+            "kind": "batch", "record_id": f"{batch_id}/partition-{partition}", "batch": batch_id, "tenant": None,
+            "outcomes": {}, "inputs": consumed, "from": started, "heard": [], "last_tx": pending.last_tx()}))
+    # A log record with neither key nor partition lands where the producer chooses at random.
+    placed = all(record.partition >= 0 for record, record_id in zip(untenanted.records, untenanted.ids, strict=True)
+                 if record_id is not None)
+    return _counted(ordered, log_partitions if placed else 0)
+
+
+class _Group(NamedTuple):
+    """A batch's records of one key, with each one's ``record_id`` on the log (None: another topic's)."""
+
+    key: str
+    records: list[OutRecord]
+    ids: list[str | None]
+
+
+class _Marker(NamedTuple):
+    """A batch marker not yet encoded: its count of records is known once those before it are placed."""
+
+    key: str
+    partition: int
+    body: dict
+
+
+def _counted(ordered: list[_Group | _Marker], log_partitions: int) -> list[OutRecord]:
+    """The records and markers in ``ordered``, each marker with the count of distinct log records
+    before it on its partition since that partition's previous marker. Without ``log_partitions``
+    where a record lands is not known here, and the markers carry no count."""
+    since_marker: dict[int, set[str | None]] = {}
+    result: list[OutRecord] = []
+    for entry in ordered:
+        if isinstance(entry, _Marker):
+            if log_partitions:
+                landing = entry.partition if entry.partition >= 0 else tenant_partition(entry.key, log_partitions)
+                closed = since_marker.pop(landing, set())
+                closed.discard(None)
+                entry.body["records"] = len(closed)
+            result.append(OutRecord(Topic.EDGE_VERSIONS, entry.key, orjson.dumps(entry.body), entry.partition))
+            continue
+        result += entry.records
+        if not log_partitions:
+            continue
+        if entry.key:  # a tenant's records: keyed by it, placed by the producer
+            since_marker.setdefault(tenant_partition(entry.key, log_partitions), set()).update(entry.ids)
+            continue
+        for record, record_id in zip(entry.records, entry.ids, strict=True):  # each placed by its partition
+            since_marker.setdefault(record.partition, set()).add(record_id)
+    return result
 
 
 def read_off_home(letter: DeadLetter, log_partitions: int) -> bool:
@@ -338,6 +412,8 @@ class Replay:
     _open: dict[int, _Open] = field(default_factory=dict)
     _applied: dict[int, set[str]] = field(default_factory=dict)
     """Per log partition: the markers applied since ``inputs_seen`` last moved there."""
+    _short: dict[int, dict[str, set[str]]] = field(default_factory=dict)
+    """Per log partition and batch: the markers that closed fewer or other records than they counted."""
 
     def feed(self, values: Iterable[bytes], commit, inputs_seen: dict[tuple[str, int], int],
              partition: int = 0) -> int:
@@ -374,6 +450,8 @@ class Replay:
         fresh = not own or any(offset > inputs_seen.get((topic, partition), -1) for topic, offset in own)
         if batch is not None and (not fresh or marker["record_id"] in applied):
             return
+        if batch is not None and not self._whole(marker, held, partition):
+            return
         pending = held.pending if held is not None else PendingLedger(self.reader)
         if tenant is not None:
             for event_id, outcome in marker["outcomes"].items():
@@ -385,9 +463,34 @@ class Replay:
             for topic, offset in own:
                 inputs_seen[(topic, partition)] = max(offset, inputs_seen.get((topic, partition), -1))
             applied.clear()
+            self._short.get(partition, {}).pop(batch, None)
         else:
             applied.add(marker["record_id"])
         commit(pending)
+
+    def _whole(self, marker: dict, held: _Open | None, partition: int) -> bool:
+        """Whether the batch's records on this partition up to ``marker`` are all there, as far as the
+        marker can tell: it counts the records it closes (``records``, in logs written since session 19),
+        and one lost to a failed delivery leaves fewer. A part that is not whole is not applied, and
+        neither is the batch's last marker here, so ``inputs_seen`` stays short of the batch: the
+        batch sent again (the worker's restart re-sends its outbox) applies what is missing, and a
+        rebuilt worker applies those inputs itself."""
+        batch, expected = marker["batch"], marker.get("records")
+        short = self._short.setdefault(partition, {})
+        if expected is not None and expected != (len(held.record_ids) if held is not None else 0):
+            short.setdefault(batch, set()).add(marker["record_id"])
+            log.warning("log partition %d: batch %s's marker %s counts %d records and %d arrived before it; "
+                        "not applied until the batch is sent whole", partition, batch, marker["record_id"],
+                        expected, len(held.record_ids) if held is not None else 0)
+            return False
+        missing = short.get(batch)
+        if missing is not None:
+            missing.discard(marker["record_id"])
+            if marker["tenant"] is None and missing:
+                return False  # the batch's last marker here: its inputs are not all applied
+            if not missing:
+                del short[batch]
+        return True
 
 
 def _hold(held: _Open, kind: str | None, record: dict) -> None:

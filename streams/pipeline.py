@@ -55,6 +55,9 @@ FAILPOINT_CRASH_AFTER_COMMIT = "EDGELEDGER_FAILPOINT_CRASH_AFTER_COMMIT"
 #: Failpoint for crash tests: die while sending batch N, once its records up to its first tenant's
 #: marker are delivered (one tenant's part of the batch is whole on the log, the others' are not).
 FAILPOINT_CRASH_MID_SEND = "EDGELEDGER_FAILPOINT_CRASH_MID_SEND"
+#: Failpoint for crash tests: in batch N's send, lose its first edge version record (as a delivery that
+#: timed out would), deliver the rest, then die (a worker stops on a failed delivery).
+FAILPOINT_LOSE_RECORD = "EDGELEDGER_FAILPOINT_LOSE_RECORD"
 #: Failpoint for crash tests: die once batch N is sent, before the group commits its offsets.
 FAILPOINT_CRASH_AFTER_SEND = "EDGELEDGER_FAILPOINT_CRASH_AFTER_SEND"
 #: Failpoint for crash tests: die (as from kill -9) as the first rebuild of a partition from the log begins.
@@ -119,6 +122,7 @@ class LedgerWorker:
         self._crash_after_commit = int(os.environ.get(FAILPOINT_CRASH_AFTER_COMMIT, "0") or 0)
         self._crash_mid_send = int(os.environ.get(FAILPOINT_CRASH_MID_SEND, "0") or 0)
         self._crash_after_send = int(os.environ.get(FAILPOINT_CRASH_AFTER_SEND, "0") or 0)
+        self._lose_record = int(os.environ.get(FAILPOINT_LOSE_RECORD, "0") or 0)
         self._crash_in_rebuild = os.environ.get(FAILPOINT_CRASH_IN_REBUILD, "") == "1"
         self._rebuild_slowed_by = float(os.environ.get(FAILPOINT_SLOW_REBUILD, "0") or 0)
         held, _, self._hold_until = os.environ.get(FAILPOINT_HOLD_BEFORE_SEND, "").partition(":")
@@ -418,6 +422,9 @@ class LedgerWorker:
         if self._batches == self._crash_mid_send:
             self._send(through_first_marker(records))
             os._exit(CRASH_EXIT_CODE)
+        if self._batches == self._lose_record:
+            self._send(without_first_version(records))
+            os._exit(CRASH_EXIT_CODE)
         self._send(records)
         if self._batches == self._crash_after_send:
             os._exit(CRASH_EXIT_CODE)
@@ -570,6 +577,14 @@ class LedgerWorker:
     def _send(self, records: list[OutRecord]) -> None:
         name = self.config.topics.name
         deliver(self.producer, ((name(r.topic), r.key.encode(), r.value, r.partition) for r in records), 30)
+
+
+def without_first_version(records: list[OutRecord]) -> list[OutRecord]:
+    """A send that lost a record, for ``FAILPOINT_LOSE_RECORD``: all but the first edge version record."""
+    for index, record in enumerate(records):
+        if record.topic == Topic.EDGE_VERSIONS and record.value.startswith(b'{"kind":"edge_version"'):
+            return records[:index] + records[index + 1:]
+    return records
 
 
 def through_first_marker(records: list[OutRecord]) -> list[OutRecord]:
