@@ -17,6 +17,9 @@ _OUTBOX_SEQUENCE = b"M" + pack("outbox_seq")
 _LINEAGE = b"M" + pack("lineage")
 _REBUILDING = b"M" + pack("rebuilding")
 """Log partitions this state claimed and has not finished rebuilding (one row each, ``pack(partition)``)."""
+_GIVEN_UP = b"M" + pack("given_up")
+"""Log partitions this state gave up in a rebalance, each with where the partition's log ended then
+(``pack(partition)`` -> offset): of that partition, the state holds the log before that offset."""
 _FRAME = struct.Struct(">HHIi")
 """Outbox frame header: the sizes of topic, key and value, and the partition (-1: the key's)."""
 _FRAMED_WITH_PARTITION = b"\xfe\x02"
@@ -61,7 +64,24 @@ class PipelineStore:
             self.kv.write([(_REBUILDING + pack(partition), b"") for partition in partitions])
 
     def end_rebuild(self, partition: int) -> None:
-        self.kv.write([], [_REBUILDING + pack(partition)])
+        """The partition is rebuilt to its log's end: it is this state's again, from there on."""
+        self.kv.write([], [_REBUILDING + pack(partition), _GIVEN_UP + pack(partition)])
+
+    def given_up_at(self) -> dict[int, int]:
+        """Where each log partition this state gave up ended when it did (``give_up``)."""
+        return {int(unpack(key[len(_GIVEN_UP):])[0]): int(value) for key, value in self.kv.scan(_GIVEN_UP)}
+
+    def give_up(self, log_ends: dict[int, int]) -> None:
+        """Note, per log partition, where its log ends as this state gives the partition up: if it comes
+        back after another worker held it, a rebuild need replay only the log from there."""
+        if log_ends:
+            self.kv.write([(_GIVEN_UP + pack(partition), str(end).encode()) for partition, end in log_ends.items()])
+
+    def take_back(self, partitions: Sequence[int]) -> None:
+        """Forget where these partitions were given up: the state applies their inputs again, and then
+        holds more than the log did there."""
+        if partitions:
+            self.kv.write([], [_GIVEN_UP + pack(partition) for partition in partitions])
 
     def input_offsets(self) -> dict[tuple[str, int], int]:
         """The last offset applied, per input (topic, partition)."""

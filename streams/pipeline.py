@@ -178,7 +178,8 @@ class LedgerWorker:
         return self.totals
 
     def _subscribe(self) -> None:
-        self.consumer.subscribe(self._inputs, on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self.consumer.subscribe(self._inputs, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
 
     def _check_co_partitioned(self) -> None:
         """Refuse to start unless every input topic has as many partitions as ``edge-versions``: a
@@ -226,6 +227,7 @@ class LedgerWorker:
             behind = sorted({tp.partition for tp in partitions})
         assigned = {tp.partition for tp in partitions}
         behind = sorted(set(behind) | (self.bookkeeping.rebuilding() & assigned))
+        self.bookkeeping.take_back(sorted(assigned - set(behind)))
         # Claimed before the rebuilds, which can take long: a worker that takes a partition over
         # meanwhile claims it after this one, so the last claim names the later owner. The rebuilds
         # are marked first, so that a crash during one is not mistaken, by the claim, for its end.
@@ -285,18 +287,20 @@ class LedgerWorker:
     def _start_rebuild(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> PartitionRebuild:
         if self._crash_in_rebuild:
             os._exit(CRASH_EXIT_CODE)
-        log.info("worker %s rebuilds partition %d from the log", self.config.worker_id, partition)
+        start_at = self.bookkeeping.given_up_at().get(partition, OFFSET_BEGINNING)
+        log.info("worker %s rebuilds partition %d from the log, %s", self.config.worker_id, partition,
+                 f"from offset {start_at}, where it gave the partition up" if start_at >= 0 else "from the beginning")
         applied = {position: offset for position, offset in self.applied_offsets.items() if position[1] == partition}
         return PartitionRebuild(self.store, self.bookkeeping, self.config.bootstrap, self.config.group_id,
-                                self.config.topics.name(Topic.EDGE_VERSIONS), partition, applied,
+                                self.config.topics.name(Topic.EDGE_VERSIONS), partition, applied, start_at,
                                 quiet_for=quiet_for, stalled_after=stalled_after, slowed_by=self._rebuild_slowed_by)
 
     def _finish_rebuild(self, rebuild: PartitionRebuild) -> None:
         rebuild.close()
         self._restore_offsets(rebuild)
         self.bookkeeping.end_rebuild(rebuild.partition)
-        log.info("worker %s rebuilt partition %d from %d log records in %.1f s", self.config.worker_id,
-                 rebuild.partition, rebuild.records, time.monotonic() - rebuild.started_at)
+        log.info("worker %s rebuilt partition %d from %d log records (offset %d on) in %.1f s", self.config.worker_id,
+                 rebuild.partition, rebuild.records, max(rebuild.start_at, 0), time.monotonic() - rebuild.started_at)
 
     def _restore_offsets(self, rebuild: PartitionRebuild) -> None:
         """The input offsets the replayed batches recorded, as the state's rows now hold them."""
@@ -396,9 +400,40 @@ class LedgerWorker:
             self.on_consumer_lag(topic, partition, max(0, high - applied - 1))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        applying = sorted({tp.partition for tp in partitions if (tp.topic, tp.partition) in self.assigned})
+        self._on_lost(consumer, partitions)
+        self._note_given_up(applying)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions gone without a rebalance this worker took part in (its session ran out): another
+        worker may hold them already, and have written to their logs."""
         for tp in partitions:
             self.assigned.discard((tp.topic, tp.partition))
         self._suspend_rebuilds({tp.partition for tp in partitions})
+
+    def _note_given_up(self, partitions: list[int]) -> None:
+        """Note where the log of each partition this worker was applying ends now (``PipelineStore.give_up``).
+        The state holds that log before there: every batch this worker sent was delivered before it
+        polled again, only a partition's owner writes to its log, and in a rebalance no other worker
+        owns the partition yet. So if the partition comes back after another worker held it, its
+        rebuild replays only what that worker added. Not while the outbox holds records not known to be
+        sent (a batch parked, or one whose send failed as the worker stops): the state then holds more
+        than the log."""
+        if self._parked or self.bookkeeping.outbox():
+            return
+        log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
+        ends = {}
+        for partition in partitions:
+            if partition >= self._log_partitions:
+                continue
+            try:
+                _, ends[partition] = self.consumer.get_watermark_offsets(TopicPartition(log_topic, partition),
+                                                                         timeout=10, cached=False)
+            except (KafkaException, RuntimeError) as error:  # RuntimeError: the consumer is closing
+                log.warning("worker %s could not read where %s[%d] ends (%s): if it comes back after another "
+                            "worker held it, it is rebuilt from the beginning", self.config.worker_id, log_topic,
+                            partition, error)
+        self.bookkeeping.give_up(ends)
 
     # -- the loop ------------------------------------------------------------------------------------
     def process_batch(self) -> int:

@@ -56,6 +56,9 @@ class PartitionRebuild:
     partition: int
     applied: dict[InputPosition, int]
     """On entry the state's input offsets on this partition number; kept up to date as batches apply."""
+    start_at: int = OFFSET_BEGINNING
+    """The log offset to replay from: where this state gave the partition up, if it holds the log
+    before there (``PipelineStore.given_up_at``); else the beginning."""
     quiet_for: float = 1.0
     stalled_after: float = 120.0
     slowed_by: float = 0.0
@@ -74,7 +77,13 @@ class PartitionRebuild:
         self._replay = Replay(self.store)
         try:
             self._end = self._log_end()
-            self._reader.assign([TopicPartition(self.log_topic, self.partition, OFFSET_BEGINNING)])
+            if self.start_at > self._end:
+                log.warning("%s[%d] ends at %d, before offset %d where this state gave it up: not the same "
+                            "log (a broker that lost its storage?); rebuilding from the beginning",
+                            self.log_topic, self.partition, self._end, self.start_at)
+                self.start_at = OFFSET_BEGINNING
+            self._read_to = max(self.start_at, 0)
+            self._reader.assign([TopicPartition(self.log_topic, self.partition, self.start_at)])
         except BaseException:
             self.close()
             raise

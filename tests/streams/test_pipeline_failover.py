@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -529,6 +530,27 @@ def test_a_rebuild_reads_to_the_end_of_the_log_however_long_the_broker_is_silent
     assert offsets == PipelineStore(RocksKV(tmp_path / "worker", read_only=True)).input_offsets()
 
 
+def test_a_partition_given_up_past_its_logs_end_is_rebuilt_from_the_beginning(
+        kafka_broker: EmbeddedBroker, topics: TopicSettings, tmp_path: Path) -> None:
+    """The state says it gave each partition up where the log was longer than it is now: not the log
+    the state came from (a broker that lost its memory-only storage, say). A rebuild from there would
+    read nothing; it reads the whole log instead."""
+    bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
+    write_events(events, 150)
+    produce_files([events], bootstrap, topics, progress=False)
+    run_until_idle(tmp_path / "worker", bootstrap, topics, "g-given-up")
+
+    partitions = range(topics.partitions_for(Topic.EDGE_VERSIONS))
+    rebuilding = LedgerWorker(WorkerConfig(tmp_path / "rebuilt", bootstrap, "g-given-up-rebuild", topics))
+    try:
+        rebuilding.bookkeeping.give_up(dict.fromkeys(partitions, 10**9))
+        for partition in partitions:
+            rebuilding._rebuild_partition(partition)
+    finally:
+        rebuilding.close()
+    assert comparable_state(tmp_path / "rebuilt") == comparable_state(tmp_path / "worker")
+
+
 def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroker, topics: TopicSettings,
                                                      tmp_path: Path) -> None:
     """A replica materialises the log; what the worker keeps besides edges must be in the log too:
@@ -738,7 +760,8 @@ def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka
     partitions move back to A, which rebuilds them from the log (B's batches are there) and goes on.
     Nothing is lost or applied twice: every input is read once by the group, A ends with `load`'s edge
     versions, each version is on the log once in its final state, every correction is emitted, and a
-    replica of the log holds what A holds."""
+    replica of the log holds what A holds. A's rebuilds replay the logs from where A gave the
+    partitions up to B, not from the beginning."""
     bootstrap, group = kafka_broker.bootstrap, "g-scale"
     parts = [tmp_path / f"part{index}.jsonl" for index in range(5)]
     produced = sum(write_events(part, 100, seed=10 * index, id_prefix=f"p{index}") for index, part in enumerate(parts))
@@ -770,8 +793,13 @@ def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka
     run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
     assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
     assert_exactly_once_effect(bootstrap, topics, tmp_path / "load")
-    taken_back = [line for _, line in workers["A"].stderr if " rebuilt partition " in line]
-    assert taken_back, "A took B's partitions back by rebuilding them from the log"
+    taken_back = [re.search(r" rebuilt partition (\d+) from (\d+) log records \(offset (\d+) on\)", line)
+                  for _, line in workers["A"].stderr if " rebuilt partition " in line]
+    assert taken_back and all(found is not None for found in taken_back), "A took B's partitions back from the log"
+    homes = {tenant_partition(tenant, topics.partitions_for(Topic.EDGE_VERSIONS)) for tenant in TENANTS}
+    starts = {int(found[1]): int(found[3]) for found in taken_back if found is not None}
+    assert starts.keys() & homes and all(starts[partition] > 0 for partition in starts.keys() & homes), (
+        f"A replayed only what B added to the logs it had written to: {starts}, tenants on {sorted(homes)}")
 
 
 def stop_logged(worker: LogPipe) -> dict:
