@@ -17,11 +17,6 @@ _OUTBOX_SEQUENCE = b"M" + pack("outbox_seq")
 _LINEAGE = b"M" + pack("lineage")
 _REBUILDING = b"M" + pack("rebuilding")
 """Log partitions this state claimed and has not finished rebuilding (one row each, ``pack(partition)``)."""
-_LOG_OWNER = b"M" + pack("log_owner")
-"""A replica's record of the last claim it read on each log partition (``pack(partition)`` -> lineage)."""
-_LOST = b"M" + pack("lost")
-"""Log partitions this state was applying when the group dropped the worker (one row each): a batch
-it sent then may be on the log after another state's claim, where readers drop it."""
 _GIVEN_UP = b"M" + pack("given_up")
 """Log partitions this state gave up in a rebalance, each with where the partition's log ended then
 (``pack(partition)`` -> offset): of that partition, the state holds the log before that offset."""
@@ -71,25 +66,6 @@ class PipelineStore:
     def end_rebuild(self, partition: int) -> None:
         """The partition is rebuilt to its log's end: it is this state's again, from there on."""
         self.kv.write([], [_REBUILDING + pack(partition), _GIVEN_UP + pack(partition)])
-
-    def lost(self) -> set[int]:
-        return {int(unpack(key[len(_LOST):])[0]) for key, _ in self.kv.scan(_LOST)}
-
-    def note_lost(self, partitions: Sequence[int]) -> None:
-        if partitions:
-            self.kv.write([(_LOST + pack(partition), b"") for partition in partitions])
-
-    def clear_lost(self) -> None:
-        lost = self.lost()
-        if lost:
-            self.kv.write([], [_LOST + pack(partition) for partition in lost])
-
-    def log_owners(self) -> dict[int, str]:
-        """The lineage of the last claim read on each log partition (``log_owner_puts``)."""
-        return {int(unpack(key[len(_LOG_OWNER):])[0]): value.decode() for key, value in self.kv.scan(_LOG_OWNER)}
-
-    def log_owner_puts(self, owners: dict[int, str]) -> list[tuple[bytes, bytes]]:
-        return [(_LOG_OWNER + pack(partition), lineage.encode()) for partition, lineage in owners.items()]
 
     def given_up_at(self) -> dict[int, int]:
         """Where each log partition this state gave up ended when it did (``give_up``)."""

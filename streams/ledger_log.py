@@ -6,9 +6,7 @@ renamed entity and per new alias, one per correction (``correction``, its parts 
 heartbeat, and a closing ``batch`` marker per tenant with the event ids it applied, the input
 offsets it consumed, what it heard from each source (``heard``: system, kind, detected_at, tx
 of each applied change and heartbeat, for source activity) and how many records it closes
-(``records``: a part that lost one to a failed delivery is not applied) and the writing state's
-lineage. At each assignment the new owner writes a ``claim`` record to each of its log partitions
-first: batches of other states that arrive after it are dropped. Replaying a partition's records
+(``records``: a part that lost one to a failed delivery is not applied). Replaying a partition's records
 through ``Replay`` rebuilds the same ledger state (what a worker that lost its disk, or a query
 replica, does); the review item's and dead letter's original text is kept to its first
 ``ORIGINAL_KEPT`` characters there, as on their own topics. Every record has a ``record_id`` so
@@ -28,7 +26,6 @@ reason), ``review-queue`` (parked events and flagged conflicts).
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
@@ -151,7 +148,7 @@ def correction_records(correction: Correction) -> list[dict]:
 
 def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: dict[tuple[str, int], int],
                batch_id: str, log_partitions: int = 0,
-               first: dict[tuple[str, int], int] | None = None, lineage: str | None = None) -> list[OutRecord]:
+               first: dict[tuple[str, int], int] | None = None) -> list[OutRecord]:
     """Every record a batch must emit, keyed by tenant (the partitioning unit); ``versions`` are
     the batch's versions as its commit encoded them (``state.store.LogRows``). With
     ``log_partitions`` (the ``edge-versions`` partition count), also a marker without a tenant in
@@ -165,9 +162,7 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     leaves that tenant's part of the batch whole on the log, and none of the next's applied.
     With ``log_partitions``, each marker also counts the records it closes (``records``: distinct
     record ids on its log partition since the partition's previous marker), so that a reader can
-    tell a part that lost a record to a failed delivery from a whole one. Given ``lineage`` (the
-    writing state's), markers name it, for readers to drop a batch that arrives after another state
-    claimed the partition (``Replay``)."""
+    tell a part that lost a record to a failed delivery from a whole one."""
     records: list[OutRecord] = []
     ids: list[str | None] = []
     """Each record's ``record_id`` on the log (None: a record of another topic), for the markers' counts."""
@@ -272,15 +267,13 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
         ordered.append(_Marker(tenant, -1, {
             "kind": "batch", "record_id": f"{batch_id}/{tenant}", "batch": batch_id, "tenant": tenant,
             "outcomes": {event_id: pending.seen[(tenant, event_id)] for event_id in seen_by_tenant.get(tenant, [])},
-            "inputs": consumed, "from": started, "heard": heard.get(tenant, []), "last_tx": pending.last_tx(),
-            "lineage": lineage}))
+            "inputs": consumed, "from": started, "heard": heard.get(tenant, []), "last_tx": pending.last_tx()}))
     if marked:
         ordered.append(untenanted)
     for partition in marked:
         ordered.append(_Marker("", partition, {
             "kind": "batch", "record_id": f"{batch_id}/partition-{partition}", "batch": batch_id, "tenant": None,
-            "outcomes": {}, "inputs": consumed, "from": started, "heard": [], "last_tx": pending.last_tx(),
-            "lineage": lineage}))
+            "outcomes": {}, "inputs": consumed, "from": started, "heard": [], "last_tx": pending.last_tx()}))
     # A log record with neither key nor partition lands where the producer chooses at random.
     placed = all(record.partition >= 0 for record, record_id in zip(untenanted.records, untenanted.ids, strict=True)
                  if record_id is not None)
@@ -327,13 +320,6 @@ def _counted(ordered: list[_Group | _Marker], log_partitions: int) -> list[OutRe
         for record, record_id in zip(entry.records, entry.ids, strict=True):  # each placed by its partition
             since_marker.setdefault(record.partition, set()).add(record_id)
     return result
-
-
-def claim_record(lineage: str, worker: str) -> bytes:
-    """The ``claim`` record a worker writes to each log partition it is assigned, before its batches:
-    from here on, batches of other states are not this partition's (``Replay``)."""
-    return orjson.dumps({"kind": "claim", "record_id": f"claim/{lineage}/{uuid.uuid4().hex}", "lineage": lineage,
-                         "worker": worker})
 
 
 def read_off_home(letter: DeadLetter, log_partitions: int) -> bool:
@@ -396,7 +382,7 @@ def _micros(text: str | None) -> int | None:
 
 @dataclass
 class _Open:
-    """What one log partition has sent of one batch since its last marker there: held until the next."""
+    """What one log partition has sent of the batch now being read: held until its marker."""
 
     pending: PendingLedger
     batch: str | None = None
@@ -418,22 +404,12 @@ class Replay:
     tenant, so the batch's tenant markers before it are each applied once, also across a restart
     between them (a tenant's events and its log records share the partition number). A marker seen
     again before that (a send cut short, then re-sent) is dropped, and records of another batch than
-    the held ones are held apart: a send cut short never gets its marker, and its records go when
-    the batch after it is applied. Within a batch a record id counts once. Markers of logs written
-    before markers named their batch move ``inputs_seen`` at once and are always applied, as then.
-
-    A ``claim`` record says which state (lineage) owns the partition from there on: a worker writes
-    one to each log partition it is assigned, before it sends anything there. A batch whose markers
-    name another lineage than the last claim is from a worker that no longer owned the partition
-    when its records arrived (one paused between its last membership check and its send): it is
-    dropped, by every reader alike. ``owners`` holds the last claim of each partition; a reader
-    that resumes mid-log (a replica) hands back the ones it kept."""
+    the held ones (the rest of a send cut short) discard what is held. Within a batch a record id
+    counts once. Markers of logs written before markers named their batch move ``inputs_seen`` at
+    once and are always applied, as then."""
 
     reader: LedgerReader
-    owners: dict[int, str] = field(default_factory=dict)
-    """Per log partition: the lineage of the last claim read there."""
-    _open: dict[int, dict[str | None, _Open]] = field(default_factory=dict)
-    """Per log partition, per batch: what is held of it."""
+    _open: dict[int, _Open] = field(default_factory=dict)
     _applied: dict[int, set[str]] = field(default_factory=dict)
     """Per log partition: the markers applied since ``inputs_seen`` last moved there."""
     _short: dict[int, dict[str, set[str]]] = field(default_factory=dict)
@@ -452,16 +428,10 @@ class Replay:
             if kind == "batch":
                 self._close(record, commit, inputs_seen, partition)
                 continue
-            if kind == "claim":
-                # Between two batches of its new owner's: what is held here is a send cut short.
-                self.owners[partition] = str(record["lineage"])
-                self._open.pop(partition, None)
-                continue
-            opened = self._open.setdefault(partition, {})
+            held = self._open.get(partition)
             batch = record.get("batch")
-            held = opened.get(batch)
-            if held is None:
-                held = opened[batch] = _Open(PendingLedger(self.reader), batch)
+            if held is None or (batch is not None and held.batch is not None and held.batch != batch):
+                held = self._open[partition] = _Open(PendingLedger(self.reader), batch)
             record_id = record.get("record_id")
             if record_id is not None:
                 if record_id in held.record_ids:
@@ -472,13 +442,9 @@ class Replay:
 
     def _close(self, marker: dict, commit, inputs_seen: dict[tuple[str, int], int], partition: int) -> None:
         batch, tenant = marker.get("batch"), marker["tenant"]
-        opened = self._open.get(partition, {})
-        held = opened.pop(batch, None) or opened.pop(None, None)  # None: records of a log before batch ids
-        owner, lineage = self.owners.get(partition), marker.get("lineage")
-        if owner is not None and lineage is not None and lineage != owner:
-            log.warning("log partition %d: batch %s is from state %s, which no longer owned the partition "
-                        "(claimed by %s before it arrived): dropped", partition, batch, lineage, owner)
-            return
+        held = self._open.pop(partition, None)
+        if held is not None and batch is not None and held.batch not in (None, batch):
+            held = None  # the rest of another batch's send, cut short
         applied = self._applied.setdefault(partition, set())
         own = [(topic, offset) for topic, number, offset in marker["inputs"] if number == partition]
         fresh = not own or any(offset > inputs_seen.get((topic, partition), -1) for topic, offset in own)
@@ -498,7 +464,6 @@ class Replay:
                 inputs_seen[(topic, partition)] = max(offset, inputs_seen.get((topic, partition), -1))
             applied.clear()
             self._short.get(partition, {}).pop(batch, None)
-            opened.clear()  # the rest of sends cut short before this batch
         else:
             applied.add(marker["record_id"])
         commit(pending)

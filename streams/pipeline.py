@@ -14,9 +14,7 @@ it, contradict the log: the worker then discards both and rebuilds its partition
 their owners apply those inputs again. Who owned a partition since shows on ``partition-claims``:
 at every assignment, before it sends anything processed from them, a worker claims its input
 partitions there in the name of its state's lineage (``streams.claims``). So a redo cut short by a
-second crash, which never committed its offsets, still shows, by its claim. It claims them on
-their ``edge-versions`` partitions too, where readers then drop batches of any other state
-(``streams.ledger_log.Replay``): those of a worker paused between its membership check and its send.
+second crash, which never committed its offsets, still shows, by its claim.
 
 The hot path is a confluent-kafka batch loop: measured here, a faust-streaming agent tops out near
 5,000 events/s while this loop does the same work at several times that.
@@ -45,7 +43,7 @@ from state.store import EncodedVersion, LedgerStore
 from streams.claims import claim_partitions, latest_claims
 from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
-from streams.ledger_log import OutRecord, claim_record, is_marker, outbox_for, parked_inputs
+from streams.ledger_log import OutRecord, is_marker, outbox_for, parked_inputs
 from streams.produce import deliver, delivery_producer
 from streams.rebuild import PartitionRebuild, Rebuilds
 from streams.topics import INPUT_TOPICS, Topic, TopicSettings, tenant_partition
@@ -69,9 +67,6 @@ FAILPOINT_SLOW_REBUILD = "EDGELEDGER_FAILPOINT_SLOW_REBUILD"
 #: Failpoint for tests: ``N:PATH`` holds batch N, committed to the state and not yet checked or sent,
 #: until the file PATH exists (a test pauses the process there, as a long stall would).
 FAILPOINT_HOLD_BEFORE_SEND = "EDGELEDGER_FAILPOINT_HOLD_BEFORE_SEND"
-#: Failpoint for tests: as ``FAILPOINT_HOLD_BEFORE_SEND``, but after the batch's membership check
-#: passed: a process paused there is the window the check leaves.
-FAILPOINT_HOLD_AFTER_CHECK = "EDGELEDGER_FAILPOINT_HOLD_AFTER_CHECK"
 CRASH_EXIT_CODE = 137
 
 NOT_A_MEMBER = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION,
@@ -130,9 +125,8 @@ class LedgerWorker:
         self._lose_record = int(os.environ.get(FAILPOINT_LOSE_RECORD, "0") or 0)
         self._crash_in_rebuild = os.environ.get(FAILPOINT_CRASH_IN_REBUILD, "") == "1"
         self._rebuild_slowed_by = float(os.environ.get(FAILPOINT_SLOW_REBUILD, "0") or 0)
-        self._holds = {stage: (int(batch or 0), path)
-                       for stage in (FAILPOINT_HOLD_BEFORE_SEND, FAILPOINT_HOLD_AFTER_CHECK)
-                       for batch, _, path in [os.environ.get(stage, "").partition(":")]}
+        held, _, self._hold_until = os.environ.get(FAILPOINT_HOLD_BEFORE_SEND, "").partition(":")
+        self._hold_batch = int(held or 0)
         self._inputs: list[str] = []
         self.heap = SettledHeap()
         self._parked: list[tuple[bytes, tuple[str, str, bytes, int]]] = []
@@ -227,14 +221,9 @@ class LedgerWorker:
         committed = consumer.committed(partitions, timeout=30)
         claims = latest_claims(self.producer, self.config.bootstrap, self.config.topics, self.config.group_id)
         behind = self._behind(committed, claims)
-        discarded = self._parked and self._settle_parked(partitions, committed, claims)
-        if not discarded and self._lost_to_another(claims):
-            self._discard_state()
-            discarded = True
-        self.bookkeeping.clear_lost()
-        if discarded:
-            # Every assigned partition is rebuilt, also one the group has no offset for, whose
-            # batches may be on the log all the same (their offsets' commit was lost).
+        if self._parked and self._settle_parked(partitions, committed, claims):
+            # Discarded: every assigned partition is rebuilt, also one the group has no offset for,
+            # whose batches may be on the log all the same (their offsets' commit was lost).
             behind = sorted({tp.partition for tp in partitions})
         assigned = {tp.partition for tp in partitions}
         behind = sorted(set(behind) | (self.bookkeeping.rebuilding() & assigned))
@@ -245,7 +234,6 @@ class LedgerWorker:
         self.bookkeeping.begin_rebuilds(behind)
         claim_partitions(self.producer, self.config.topics, self.config.group_id,
                          sorted(assigned), self.bookkeeping.lineage, self.config.worker_id)
-        self._claim_logs(sorted(assigned))
         held: list[TopicPartition] = []
         for tp in partitions:
             if tp.partition in behind:
@@ -274,16 +262,6 @@ class LedgerWorker:
         log.info("worker %s assigned %s%s", self.config.worker_id,
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions if tp not in held),
                  f"; rebuilds partition(s) {behind} from the log first" if behind else "")
-
-    def _claim_logs(self, partitions: list[int]) -> None:
-        """Write this state's claim to each assigned partition's log, and wait until the broker has it,
-        before anything processed from the partition is sent: a reader drops batches of other states
-        that arrive after it (``streams.ledger_log.Replay``), such as those of a worker the group
-        dropped between its last membership check and its send."""
-        claim = claim_record(self.bookkeeping.lineage, self.config.worker_id)
-        log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
-        deliver(self.producer, ((log_topic, b"", claim, partition) for partition in partitions
-                                if partition < self._log_partitions), 30)
 
     def _resume_offset(self, tp: TopicPartition) -> int:
         """Right after the last offset this state applied (not the group's), or the beginning."""
@@ -395,16 +373,12 @@ class LedgerWorker:
                     "partitions from the log", self.config.worker_id, len(self._parked),
                     f"another worker owned partition(s) {overtaken} since" if overtaken
                     else f"input partition(s) {missing} it consumed are assigned elsewhere")
-        self._discard_state()
-        return True
-
-    def _discard_state(self) -> None:
-        """Forget the local state (it contradicts the log); its partitions are rebuilt from the log."""
         self._abandon_rebuilds()  # first: what they restored belongs to the state about to go
         self.store.reset()
         self.bookkeeping.reset()
         self.applied_offsets = {}
         self._parked = []
+        return True
 
     def _report_lag(self) -> None:
         """Records behind the high watermark per assigned partition (on the embedded broker the
@@ -427,34 +401,15 @@ class LedgerWorker:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         applying = sorted({tp.partition for tp in partitions if (tp.topic, tp.partition) in self.assigned})
-        self._give_up(partitions)
+        self._on_lost(consumer, partitions)
         self._note_given_up(applying)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions gone without a rebalance this worker took part in (its session ran out): another
-        worker may hold them already, and have written to their logs. A batch this worker sent in the
-        meantime may have reached a log after the other's claim, where readers drop it while this
-        state holds it: noted, for the next assignment to settle (``_lost_to_another``)."""
-        applying = {tp.partition for tp in partitions if (tp.topic, tp.partition) in self.assigned}
-        self.bookkeeping.note_lost(sorted(applying))
-        self._give_up(partitions)
-
-    def _give_up(self, partitions: list[TopicPartition]) -> None:
+        worker may hold them already, and have written to their logs."""
         for tp in partitions:
             self.assigned.discard((tp.topic, tp.partition))
         self._suspend_rebuilds({tp.partition for tp in partitions})
-
-    def _lost_to_another(self, claims: dict[int, str]) -> bool:
-        """Whether another state claimed a partition this state lost (``_on_lost``) was applying: then
-        a batch it sent since may be on the log after that claim, dropped there, and the state, which
-        holds it, is discarded and rebuilt from the log."""
-        lost = self.bookkeeping.lost()
-        taken = sorted(partition for partition in lost if claims.get(partition, self.bookkeeping.lineage)
-                       != self.bookkeeping.lineage)
-        if taken:
-            log.warning("worker %s lost partition(s) %s to another worker while applying them: it discards its "
-                        "state and rebuilds its partitions from the log", self.config.worker_id, taken)
-        return bool(taken)
 
     def _note_given_up(self, partitions: list[int]) -> None:
         """Note where the log of each partition this worker was applying ends now (``PipelineStore.give_up``).
@@ -494,11 +449,11 @@ class LedgerWorker:
         self._observe(pending)
         if self._batches == self._crash_after_commit:
             os._exit(CRASH_EXIT_CODE)
-        self._hold(FAILPOINT_HOLD_BEFORE_SEND)
+        if self._batches == self._hold_batch:
+            self._hold()
         if not self._still_a_member():
             self._park_lost_batch()
             return len(consumed)
-        self._hold(FAILPOINT_HOLD_AFTER_CHECK)
         if self._batches == self._crash_mid_send:
             self._send(through_first_marker(records))
             os._exit(CRASH_EXIT_CODE)
@@ -550,13 +505,10 @@ class LedgerWorker:
         self.consumer.unsubscribe()
         self._subscribe()
 
-    def _hold(self, failpoint: str) -> None:
-        batch, until = self._holds[failpoint]
-        if self._batches != batch:
-            return
+    def _hold(self) -> None:
         log.warning("worker %s holds batch %d until %s exists (%s)", self.config.worker_id, self._batches,
-                    until, failpoint)
-        while not os.path.exists(until):
+                    self._hold_until, FAILPOINT_HOLD_BEFORE_SEND)
+        while not os.path.exists(self._hold_until):
             time.sleep(0.05)
 
     def _consume(self) -> list[Message]:
@@ -627,8 +579,7 @@ class LedgerWorker:
     def _outbox(self, pending: PendingLedger, versions: list[EncodedVersion],
                 consumed: dict[tuple[str, int], int], batch_id: str) -> list[OutRecord]:
         """A method of its own (as ``_commit_offsets``) so that a benchmark can time it apart from the commit."""
-        return outbox_for(pending, versions, consumed, batch_id, self._log_partitions, self._batch_first,
-                          self.bookkeeping.lineage)
+        return outbox_for(pending, versions, consumed, batch_id, self._log_partitions, self._batch_first)
 
     def _observe(self, pending: PendingLedger) -> None:
         for observe in self.observers:

@@ -44,7 +44,7 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
     partitions = consumer.list_topics(log_topic, timeout=30).topics[log_topic].partitions
     consumer.assign([TopicPartition(log_topic, p, positions[p] + 1 if p in positions else OFFSET_BEGINNING)
                      for p in partitions])
-    replay = Replay(store, owners=bookkeeping.log_owners())
+    replay = Replay(store)
 
     applied = 0
     idle_since = time.monotonic()
@@ -65,8 +65,7 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
                 def commit(pending: PendingLedger, partition: int = partition, offset: int = offset) -> None:
                     # Only this partition's position moves, and only at its markers: records another
                     # partition has sent of a batch not yet closed are read again after a restart.
-                    store.commit(pending, [*bookkeeping.offset_puts({(log_topic, partition): offset, **inputs_seen}),
-                                           *bookkeeping.log_owner_puts(replay.owners)])
+                    store.commit(pending, bookkeeping.offset_puts({(log_topic, partition): offset, **inputs_seen}))
 
                 applied += replay.feed([message.value()], commit, inputs_seen, partition)
                 heap.after_event()

@@ -56,21 +56,3 @@ def test_where_a_partition_was_given_up_lasts_until_it_is_taken_back_or_rebuilt(
     assert store.given_up_at() == {0: 257}
     store.give_up({0: 300})
     assert store.given_up_at() == {0: 300}, "the latest"
-
-
-def test_the_last_claim_read_on_each_log_partition_is_kept_with_the_state() -> None:
-    kv = MemoryKV()
-    store = PipelineStore(kv)
-    kv.write(store.log_owner_puts({0: "state-a", 2: "state-b"}))
-    kv.write(store.log_owner_puts({0: "state-c"}))
-    assert PipelineStore(kv).log_owners() == {0: "state-c", 2: "state-b"}
-
-
-def test_partitions_lost_while_applying_them_are_noted_until_cleared() -> None:
-    kv = MemoryKV()
-    store = PipelineStore(kv)
-    assert store.lost() == set()
-    store.note_lost([1, 3])
-    assert PipelineStore(kv).lost() == {1, 3}
-    store.clear_lost()
-    assert store.lost() == set()

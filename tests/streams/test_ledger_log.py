@@ -18,7 +18,6 @@ from streams.ledger_log import (
     ORIGINAL_KEPT,
     VERSION_LAYOUT,
     Replay,
-    claim_record,
     decode_logged_version,
     outbox_for,
     parked_inputs,
@@ -140,9 +139,8 @@ def test_parked_inputs_are_the_input_partitions_the_parked_batches_consumed() ->
     assert parked_inputs([]) == {}
 
 
-def _logged_load(lines: list[bytes], lineage: str | None = None) -> tuple[LedgerStore, list[bytes]]:
-    """The lines through the ledger in batches of 5, each commit also writing its edge-versions records
-    (their markers naming ``lineage``, the writing state)."""
+def _logged_load(lines: list[bytes]) -> tuple[LedgerStore, list[bytes]]:
+    """The lines through the ledger in batches of 5, each commit also writing its edge-versions records."""
     from processors.batch import BatchRunner
 
     ledger = Ledger()
@@ -152,8 +150,7 @@ def _logged_load(lines: list[bytes], lineage: str | None = None) -> tuple[Ledger
 
     def commit(pending: PendingLedger) -> None:
         def log_rows(versions) -> list:
-            records = outbox_for(pending, versions, {("in", 0): next(batches)}, f"b-{len(log)}", log_partitions=1,
-                                 lineage=lineage)
+            records = outbox_for(pending, versions, {("in", 0): next(batches)}, f"b-{len(log)}", log_partitions=1)
             log.extend(r.value for r in records if r.topic == "edge-versions")
             return []
         ledger.store.commit(pending, (), log_rows)
@@ -429,39 +426,3 @@ def test_a_part_of_a_batch_that_lost_a_record_is_not_applied_until_the_batch_is_
 
     re_sent, _ = replayed([*log[:start], *damaged, *log[start:end], *log[end:]])
     assert _everyone(re_sent) == _everyone(store)
-
-
-def test_a_batch_that_arrives_after_another_states_claim_is_dropped() -> None:
-    """A worker the group dropped between its membership check and its send: its copy of a batch
-    lands after the new owner's claim and before the new owner's redo of the same inputs. Applied,
-    it would stand in for the redo, which then reads as applied already: readers would hold the
-    dropped worker's versions and the new owner its own."""
-    from pathlib import Path
-
-    demo = Path(__file__).parents[2] / "streams" / "demo_data" / "acme.jsonl"
-    store, log = _logged_load(demo.read_bytes().splitlines(), lineage="state-b")
-    end = next(i for i, raw in enumerate(log) if b'"tenant":null' in raw) + 1  # the first batch's last marker
-    stale = []
-    for raw in log[:end]:  # the first batch as the dropped worker applied it: its own versions
-        record = orjson.loads(raw)
-        record["batch"] = "a-" + record["batch"]
-        if record["kind"] == "batch":
-            record["lineage"], record["record_id"] = "state-a", "a-" + record["record_id"]
-        elif record["kind"] == "edge_version":
-            record["version"][12] = "the dropped worker's copy"
-        stale.append(orjson.dumps(record))
-    assert any(b"dropped worker" in raw for raw in stale)
-    claims = [claim_record("state-a", "a"), claim_record("state-b", "b")]
-
-    replayed, seen = LedgerStore(MemoryKV()), {}
-    replay = Replay(replayed)
-    replay.feed([*claims, *stale, *log], lambda pending: replayed.commit(pending), seen)
-    assert _everything(replayed, "acme") == _everything(store, "acme")
-    assert list(replayed.kv.scan(b"V")) == list(store.kv.scan(b"V")), "the new owner's versions"
-    assert replay.owners == {0: "state-b"}
-
-    before_claims, _ = LedgerStore(MemoryKV()), {}
-    Replay(before_claims).feed([claims[0], *stale, claims[1], *log[end:]],
-                               lambda pending: before_claims.commit(pending), {})
-    assert any(b"dropped worker" in value for _, value in before_claims.kv.scan(b"V")), (
-        "before the other's claim, the batch is the partition's and is applied")
