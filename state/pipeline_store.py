@@ -19,7 +19,11 @@ _REBUILDING = b"M" + pack("rebuilding")
 """Log partitions this state claimed and has not finished rebuilding (one row each, ``pack(partition)``)."""
 _GIVEN_UP = b"M" + pack("given_up")
 """Log partitions this state gave up in a rebalance, each with where the partition's log ended then
-(``pack(partition)`` -> offset): of that partition, the state holds the log before that offset."""
+and the record id this state last sent there (``pack(partition)`` -> ``OFFSET RECORD_ID``): of that
+partition, the state holds the log before that offset, if the record before it is that one."""
+
+GivenUp = tuple[int, str]
+"""(the log's end when the partition was given up, the record id this state last sent there)."""
 _FRAME = struct.Struct(">HHIi")
 """Outbox frame header: the sizes of topic, key and value, and the partition (-1: the key's)."""
 _FRAMED_WITH_PARTITION = b"\xfe\x02"
@@ -67,15 +71,21 @@ class PipelineStore:
         """The partition is rebuilt to its log's end: it is this state's again, from there on."""
         self.kv.write([], [_REBUILDING + pack(partition), _GIVEN_UP + pack(partition)])
 
-    def given_up_at(self) -> dict[int, int]:
-        """Where each log partition this state gave up ended when it did (``give_up``)."""
-        return {int(unpack(key[len(_GIVEN_UP):])[0]): int(value) for key, value in self.kv.scan(_GIVEN_UP)}
+    def given_up_at(self) -> dict[int, GivenUp]:
+        """Where each log partition this state gave up ended when it did, and what it last sent there (``give_up``)."""
+        found = {}
+        for key, value in self.kv.scan(_GIVEN_UP):
+            end, _, record_id = value.decode().partition(" ")
+            found[int(unpack(key[len(_GIVEN_UP):])[0])] = (int(end), record_id)
+        return found
 
-    def give_up(self, log_ends: dict[int, int]) -> None:
-        """Note, per log partition, where its log ends as this state gives the partition up: if it comes
-        back after another worker held it, a rebuild need replay only the log from there."""
+    def give_up(self, log_ends: dict[int, GivenUp]) -> None:
+        """Note, per log partition, where its log ends as this state gives the partition up, and the id
+        of the last record it sent there: if the partition comes back after another worker held it,
+        a rebuild need replay only the log from there, once it finds that record right before."""
         if log_ends:
-            self.kv.write([(_GIVEN_UP + pack(partition), str(end).encode()) for partition, end in log_ends.items()])
+            self.kv.write([(_GIVEN_UP + pack(partition), f"{end} {record_id}".encode())
+                           for partition, (end, record_id) in log_ends.items()])
 
     def take_back(self, partitions: Sequence[int]) -> None:
         """Forget where these partitions were given up: the state applies their inputs again, and then

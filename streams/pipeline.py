@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from processors.heap import SettledHeap
@@ -137,6 +138,9 @@ class LedgerWorker:
         self._arrival: tuple[str, int] = ("", -1)
         """The (topic, partition) of the record being applied, for ``_misrouted``."""
         self._routing_rule: Misrouted = self._misrouted  # Speed: one bound method, not one per record
+        self._last_sent: dict[int, str] = {}
+        """Per log partition: the id of the last record this worker sent there (its last batch's marker
+        without a tenant), since it last took the partition (``_note_given_up``)."""
         self.rebuilds = Rebuilds(self._start_rebuild, REBUILDS_AT_ONCE, REBUILD_SLICE)
         """Log partitions to rebuild before their inputs resume (``streams.rebuild.Rebuilds``)."""
 
@@ -287,12 +291,13 @@ class LedgerWorker:
     def _start_rebuild(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> PartitionRebuild:
         if self._crash_in_rebuild:
             os._exit(CRASH_EXIT_CODE)
-        start_at = self.bookkeeping.given_up_at().get(partition, OFFSET_BEGINNING)
+        self._last_sent.pop(partition, None)
+        start_at, start_after = self.bookkeeping.given_up_at().get(partition, (OFFSET_BEGINNING, ""))
         log.info("worker %s rebuilds partition %d from the log, %s", self.config.worker_id, partition,
                  f"from offset {start_at}, where it gave the partition up" if start_at >= 0 else "from the beginning")
         applied = {position: offset for position, offset in self.applied_offsets.items() if position[1] == partition}
         return PartitionRebuild(self.store, self.bookkeeping, self.config.bootstrap, self.config.group_id,
-                                self.config.topics.name(Topic.EDGE_VERSIONS), partition, applied, start_at,
+                                self.config.topics.name(Topic.EDGE_VERSIONS), partition, applied, start_at, start_after,
                                 quiet_for=quiet_for, stalled_after=stalled_after, slowed_by=self._rebuild_slowed_by)
 
     def _finish_rebuild(self, rebuild: PartitionRebuild) -> None:
@@ -416,19 +421,24 @@ class LedgerWorker:
         The state holds that log before there: every batch this worker sent was delivered before it
         polled again, only a partition's owner writes to its log, and in a rebalance no other worker
         owns the partition yet. So if the partition comes back after another worker held it, its
-        rebuild replays only what that worker added. Not while the outbox holds records not known to be
-        sent (a batch parked, or one whose send failed as the worker stops): the state then holds more
-        than the log."""
+        rebuild replays only what that worker added, once it has checked that the record before that
+        end is the last one this worker sent there (``PartitionRebuild.start_after``): a worker dropped
+        from the group without knowing it yet may find the log gone on. Not while the outbox holds
+        records not known to be sent (a batch parked, or one whose send failed as the worker stops):
+        the state then holds more than the log. Nor for a partition this worker sent nothing to since
+        it took the partition (a rebuild's last record is another's)."""
         if self._parked or self.bookkeeping.outbox():
             return
         log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
         ends = {}
         for partition in partitions:
-            if partition >= self._log_partitions:
+            last_sent = self._last_sent.get(partition)
+            if partition >= self._log_partitions or last_sent is None:
                 continue
             try:
-                _, ends[partition] = self.consumer.get_watermark_offsets(TopicPartition(log_topic, partition),
-                                                                         timeout=10, cached=False)
+                _, end = self.consumer.get_watermark_offsets(TopicPartition(log_topic, partition),
+                                                             timeout=10, cached=False)
+                ends[partition] = (end, last_sent)
             except (KafkaException, RuntimeError) as error:  # RuntimeError: the consumer is closing
                 log.warning("worker %s could not read where %s[%d] ends (%s): if it comes back after another "
                             "worker held it, it is rebuilt from the beginning", self.config.worker_id, log_topic,
@@ -612,6 +622,11 @@ class LedgerWorker:
     def _send(self, records: list[OutRecord]) -> None:
         name = self.config.topics.name
         deliver(self.producer, ((name(r.topic), r.key.encode(), r.value, r.partition) for r in records), 30)
+        # A batch ends with its markers without a tenant, the last records it puts on those partitions.
+        for record in reversed(records):
+            if record.topic != Topic.EDGE_VERSIONS or record.partition < 0 or not is_marker(record.value):
+                break
+            self._last_sent[record.partition] = orjson.loads(record.value)["record_id"]
 
 
 def without_first_version(records: list[OutRecord]) -> list[OutRecord]:

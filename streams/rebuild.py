@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from processors.pending import PendingLedger
@@ -59,6 +60,10 @@ class PartitionRebuild:
     start_at: int = OFFSET_BEGINNING
     """The log offset to replay from: where this state gave the partition up, if it holds the log
     before there (``PipelineStore.given_up_at``); else the beginning."""
+    start_after: str = ""
+    """The id of the record this state last sent to the partition, which must be the one right
+    before ``start_at``: otherwise the log is not the one the state gave up, or someone else
+    wrote to it before the state let go, and the rebuild reads from the beginning."""
     quiet_for: float = 1.0
     stalled_after: float = 120.0
     slowed_by: float = 0.0
@@ -77,10 +82,7 @@ class PartitionRebuild:
         self._replay = Replay(self.store)
         try:
             self._end = self._log_end()
-            if self.start_at > self._end:
-                log.warning("%s[%d] ends at %d, before offset %d where this state gave it up: not the same "
-                            "log (a broker that lost its storage?); rebuilding from the beginning",
-                            self.log_topic, self.partition, self._end, self.start_at)
+            if self.start_at > 0 and not self._follows_own_record():
                 self.start_at = OFFSET_BEGINNING
             self._read_to = max(self.start_at, 0)
             self._reader.assign([TopicPartition(self.log_topic, self.partition, self.start_at)])
@@ -89,6 +91,36 @@ class PartitionRebuild:
             raise
         self._heard_at = time.monotonic()
 
+    def _follows_own_record(self, timeout: float = 10.0, ahead: int = 10_000) -> bool:
+        """Whether the record this state last sent there (``start_after``) is at ``start_at - 1`` or a
+        little after (up to ``ahead`` records: the embedded broker's log end can count short), and if
+        so, start right after it. Not found there, the log went on past it before the state let go,
+        or is another log: False."""
+        assert self._reader is not None
+        where = f"{self.log_topic}[{self.partition}]"
+        if self.start_at > self._end + ahead:
+            log.warning("%s ends at %d, before offset %d where this state gave it up: not the same log (a "
+                        "broker that lost its storage?); rebuilding from the beginning", where, self._end,
+                        self.start_at)
+            return False
+        self._reader.assign([TopicPartition(self.log_topic, self.partition, self.start_at - 1)])
+        heard_at = time.monotonic()
+        while time.monotonic() - heard_at < timeout:
+            message = self._reader.poll(0.2)
+            if message is None or message.error():
+                continue
+            heard_at = time.monotonic()
+            if message.offset() < self.start_at - 1:
+                continue
+            if message.offset() > self.start_at - 1 + ahead:
+                break
+            if orjson.loads(message.value()).get("record_id") == self.start_after:
+                self.start_at = message.offset() + 1
+                return True
+        log.warning("%s: %r, which this state last sent there, is not at offset %d or the %d after it: "
+                    "rebuilding from the beginning", where, self.start_after, self.start_at - 1, ahead)
+        return False
+
     def read_on(self) -> None:
         """Go on after a pause (the partition was revoked and assigned again): to the log's end as it
         is now, since another worker may have held the partition and sent batches meanwhile."""
@@ -96,7 +128,8 @@ class PartitionRebuild:
         self._heard_at = time.monotonic()
 
     def _log_end(self) -> int:
-        """The partition's end as the broker has it now (uncached: exact, where a fetch's is not)."""
+        """The partition's end as the broker has it now: exact on Kafka; the embedded broker's is its last
+        record batch's first offset plus one, short by the rest of that batch (the quiet period reads it)."""
         assert self._reader is not None, "a closed rebuild reads nothing"
         _, end = self._reader.get_watermark_offsets(TopicPartition(self.log_topic, self.partition),
                                                     timeout=30, cached=False)

@@ -48,11 +48,12 @@ def test_rebuild_marks_last_until_each_rebuild_ends() -> None:
 def test_where_a_partition_was_given_up_lasts_until_it_is_taken_back_or_rebuilt() -> None:
     kv = MemoryKV()
     store = PipelineStore(kv)
-    store.give_up({0: 257, 1: 0, 3: 40})
-    assert PipelineStore(kv).given_up_at() == {0: 257, 1: 0, 3: 40}, "kept with the state"
+    store.give_up({0: (257, "w-9-40/partition-0"), 1: (3, "w-2-7/partition-1"), 3: (40, "a b/partition-3")})
+    assert PipelineStore(kv).given_up_at() == {0: (257, "w-9-40/partition-0"), 1: (3, "w-2-7/partition-1"),
+                                               3: (40, "a b/partition-3")}, "kept with the state"
     store.take_back([1])
     store.begin_rebuilds([3])
     store.end_rebuild(3)
-    assert store.given_up_at() == {0: 257}
-    store.give_up({0: 300})
-    assert store.given_up_at() == {0: 300}, "the latest"
+    assert store.given_up_at() == {0: (257, "w-9-40/partition-0")}
+    store.give_up({0: (300, "w-12-90/partition-0")})
+    assert store.given_up_at() == {0: (300, "w-12-90/partition-0")}, "the latest"

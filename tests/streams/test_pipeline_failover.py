@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from processors.freshness import stale_sources_for_queries
 from processors.queries import QueryEngine, QueryRequest
@@ -530,25 +531,55 @@ def test_a_rebuild_reads_to_the_end_of_the_log_however_long_the_broker_is_silent
     assert offsets == PipelineStore(RocksKV(tmp_path / "worker", read_only=True)).input_offsets()
 
 
-def test_a_partition_given_up_past_its_logs_end_is_rebuilt_from_the_beginning(
-        kafka_broker: EmbeddedBroker, topics: TopicSettings, tmp_path: Path) -> None:
-    """The state says it gave each partition up where the log was longer than it is now: not the log
-    the state came from (a broker that lost its memory-only storage, say). A rebuild from there would
-    read nothing; it reads the whole log instead."""
+@pytest.mark.parametrize("given_up", ["past the log's end", "where the log went on"])
+def test_a_partition_given_up_where_the_log_is_not_as_left_is_rebuilt_from_the_beginning(
+        kafka_broker: EmbeddedBroker, topics: TopicSettings, tmp_path: Path, given_up: str) -> None:
+    """The state says it gave each partition up where the log was longer than it is now (not the log
+    the state came from: a broker that lost its memory-only storage, say), or at the log's end when
+    the last record it sent there is far before (the log went on before it let go: another worker
+    wrote there, the state dropped from the group without knowing). A rebuild from there would
+    miss records; it reads the whole log instead."""
     bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
     write_events(events, 150)
     produce_files([events], bootstrap, topics, progress=False)
     run_until_idle(tmp_path / "worker", bootstrap, topics, "g-given-up")
+    log_topic = topics.name(Topic.EDGE_VERSIONS)
 
     partitions = range(topics.partitions_for(Topic.EDGE_VERSIONS))
     rebuilding = LedgerWorker(WorkerConfig(tmp_path / "rebuilt", bootstrap, "g-given-up-rebuild", topics))
     try:
-        rebuilding.bookkeeping.give_up(dict.fromkeys(partitions, 10**9))
+        if given_up == "past the log's end":
+            rebuilding.bookkeeping.give_up({partition: (10**9, "w-1-0/partition-0") for partition in partitions})
+        else:
+            extents = {partition: log_extent(bootstrap, log_topic, partition) for partition in partitions}
+            assert any(count > 10 for _, count in extents.values()), "logs that went on past their first record"
+            rebuilding.bookkeeping.give_up({partition: (count, first or "")
+                                            for partition, (first, count) in extents.items()})
         for partition in partitions:
             rebuilding._rebuild_partition(partition)
     finally:
         rebuilding.close()
     assert comparable_state(tmp_path / "rebuilt") == comparable_state(tmp_path / "worker")
+
+
+def log_extent(bootstrap: str, topic: str, partition: int) -> tuple[str | None, int]:
+    """A log partition's first record id (None: empty) and its record count, read to the end (the
+    embedded broker's watermarks count record batches, not records)."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"extent-{topic}", "enable.auto.commit": False})
+    first, count = None, 0
+    try:
+        reader.assign([TopicPartition(topic, partition, 0)])
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < 2:
+            message = reader.poll(0.2)
+            if message is None or message.error():
+                continue
+            quiet_since = time.monotonic()
+            first = first or json.loads(message.value())["record_id"]
+            count = message.offset() + 1
+    finally:
+        reader.close()
+    return first, count
 
 
 def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroker, topics: TopicSettings,
