@@ -421,9 +421,10 @@ class LedgerWorker:
         The state holds that log before there: every batch this worker sent was delivered before it
         polled again, only a partition's owner writes to its log, and in a rebalance no other worker
         owns the partition yet. So if the partition comes back after another worker held it, its
-        rebuild replays only what that worker added, once it has checked that the record before that
-        end is the last one this worker sent there (``PartitionRebuild.start_after``): a worker dropped
-        from the group without knowing it yet may find the log gone on. Not while the outbox holds
+        rebuild replays only what that worker added, from right after the last record this worker
+        sent there, looked for from that end on (``PartitionRebuild.start_after``): a worker dropped
+        from the group without knowing it yet may note an end past others' records, and the embedded
+        broker's end counts short. Not while the outbox holds
         records not known to be sent (a batch parked, or one whose send failed as the worker stops):
         the state then holds more than the log. Nor for a partition this worker sent nothing to since
         it took the partition (a rebuild's last record is another's)."""
