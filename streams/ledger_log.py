@@ -109,6 +109,11 @@ def version_head(batch_id: str | None = None) -> bytes:
 _NO_BATCH = version_head()
 
 
+def version_record_id(version: EdgeVersion) -> str:
+    """An ``edge_version`` record's id: a version's open and closed states are two records."""
+    return f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
+
+
 def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: bytes,
                    head: bytes = _NO_BATCH, record_id: str | None = None) -> bytes:
     """The ``edge_version`` record of a version whose stored encoding is ``encoded``: the bytes
@@ -119,7 +124,7 @@ def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: 
     ``head``: ``version_head`` of the record's batch; ``record_id``: ``version_record_id``, when the
     caller has it already."""
     if record_id is None:
-        record_id = f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
+        record_id = version_record_id(version)
     return b"".join((head, orjson.dumps(record_id), _VERSION_FLAGS[appended, closed], encoded, b"}"))
 
 
@@ -169,7 +174,7 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     log = Topic.EDGE_VERSIONS
     head = version_head(batch_id)
     for version, is_new, closed_now, encoded in versions:
-        record_id = f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
+        record_id = version_record_id(version)
         records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now, encoded, head,
                                                                     record_id)))
         ids.append(record_id)

@@ -406,12 +406,15 @@ class LedgerWorker:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         applying = sorted({tp.partition for tp in partitions if (tp.topic, tp.partition) in self.assigned})
-        self._on_lost(consumer, partitions)
+        self._let_go(partitions)
         self._note_given_up(applying)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions gone without a rebalance this worker took part in (its session ran out): another
-        worker may hold them already, and have written to their logs."""
+        worker may hold them already, and have written to their logs, so where those end is not noted."""
+        self._let_go(partitions)
+
+    def _let_go(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self.assigned.discard((tp.topic, tp.partition))
         self._suspend_rebuilds({tp.partition for tp in partitions})
@@ -428,7 +431,7 @@ class LedgerWorker:
         records not known to be sent (a batch parked, or one whose send failed as the worker stops):
         the state then holds more than the log. Nor for a partition this worker sent nothing to since
         it took the partition (a rebuild's last record is another's)."""
-        if self._parked or self.bookkeeping.outbox():
+        if self.bookkeeping.outbox():  # what is parked is in the outbox too, until sent
             return
         log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
         ends = {}

@@ -91,11 +91,12 @@ class PartitionRebuild:
             raise
         self._heard_at = time.monotonic()
 
-    def _follows_own_record(self, timeout: float = 10.0, ahead: int = 10_000) -> bool:
+    def _follows_own_record(self, ahead: int = 10_000) -> bool:
         """Whether the record this state last sent there (``start_after``) is at ``start_at - 1`` or a
         little after (up to ``ahead`` records: the embedded broker's log end can count short), and if
         so, start right after it. Not found there, the log went on past it before the state let go,
-        or is another log: False."""
+        or is another log: False. It runs in the worker's loop, so it gives up once the log has been
+        quiet for ``quiet_for``, as a rebuild's end does, and the rebuild then reads from the beginning."""
         assert self._reader is not None
         where = f"{self.log_topic}[{self.partition}]"
         if self.start_at > self._end + ahead:
@@ -105,7 +106,7 @@ class PartitionRebuild:
             return False
         self._reader.assign([TopicPartition(self.log_topic, self.partition, self.start_at - 1)])
         heard_at = time.monotonic()
-        while time.monotonic() - heard_at < timeout:
+        while time.monotonic() - heard_at < self.quiet_for:
             message = self._reader.poll(0.2)
             if message is None or message.error():
                 continue
