@@ -22,6 +22,11 @@ _GIVEN_UP = b"M" + pack("given_up")
 and the record id this state last sent there (``pack(partition)`` -> ``OFFSET RECORD_ID``): of that
 partition, the state holds the log before that offset, if the record before it is that one."""
 
+_FENCE = b"M" + pack("fence")
+"""The last fence on each log partition (``pack(partition)`` -> ``ERA GENERATION``) that this state
+wrote (a worker: its markers there carry it; a rebuild that starts past the beginning judges batches
+by it, and a batch of its own the log dropped shows by it) or read (a replica: ``streams.fences``)."""
+
 GivenUp = tuple[int, str]
 """(the log's end when the partition was given up, the record id this state last sent there)."""
 _FRAME = struct.Struct(">HHIi")
@@ -92,6 +97,22 @@ class PipelineStore:
         holds more than the log did there."""
         if partitions:
             self.kv.write([], [_GIVEN_UP + pack(partition) for partition in partitions])
+
+    def fences(self) -> dict[int, tuple[int, int]]:
+        """The last fence's epoch (era, generation) on each log partition, as this state knows it."""
+        found = {}
+        for key, value in self.kv.scan(_FENCE):
+            era, generation = value.split()
+            found[int(unpack(key[len(_FENCE):])[0])] = (int(era), int(generation))
+        return found
+
+    def fence_puts(self, fences: dict[int, tuple[int, int]]) -> list[tuple[bytes, bytes]]:
+        return [(_FENCE + pack(partition), f"{era} {generation}".encode())
+                for partition, (era, generation) in fences.items()]
+
+    def record_fences(self, fences: dict[int, tuple[int, int]]) -> None:
+        if fences:
+            self.kv.write(self.fence_puts(fences))
 
     def input_offsets(self) -> dict[tuple[str, int], int]:
         """The last offset applied, per input (topic, partition)."""

@@ -8,7 +8,9 @@ offsets it consumed, what it heard from each source (``heard``: system, kind, de
 of each applied change and heartbeat, for source activity) and how many records it closes
 (``records``: a part that lost one to a failed delivery is not applied). Replaying a partition's records
 through ``Replay`` rebuilds the same ledger state (what a worker that lost its disk, or a query
-replica, does); the review item's and dead letter's original text is kept to its first
+replica, does). Each marker also carries the ``epoch`` of the ``fence`` its writer put on that log
+partition, and the log holds those fences, and ``probe`` records a reader skips (``streams.fences``).
+The review item's and dead letter's original text is kept to its first
 ``ORIGINAL_KEPT`` characters there, as on their own topics. Every record has a ``record_id`` so
 consumers can de-duplicate re-sent outbox records.
 
@@ -48,6 +50,7 @@ from processors.ports import LedgerReader
 from schemas.times import format_micros, parse_micros
 from state import codec
 from state.store import EncodedVersion
+from streams.fences import Epoch, epoch_of
 from streams.topics import Topic, tenant_partition
 
 log = logging.getLogger(__name__)
@@ -153,7 +156,8 @@ def correction_records(correction: Correction) -> list[dict]:
 
 def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: dict[tuple[str, int], int],
                batch_id: str, log_partitions: int = 0,
-               first: dict[tuple[str, int], int] | None = None) -> list[OutRecord]:
+               first: dict[tuple[str, int], int] | None = None,
+               epochs: dict[int, Epoch] | None = None) -> list[OutRecord]:
     """Every record a batch must emit, keyed by tenant (the partitioning unit); ``versions`` are
     the batch's versions as its commit encoded them (``state.store.LogRows``). With
     ``log_partitions`` (the ``edge-versions`` partition count), also a marker without a tenant in
@@ -167,7 +171,8 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     leaves that tenant's part of the batch whole on the log, and none of the next's applied.
     With ``log_partitions``, each marker also counts the records it closes (``records``: distinct
     record ids on its log partition since the partition's previous marker), so that a reader can
-    tell a part that lost a record to a failed delivery from a whole one."""
+    tell a part that lost a record to a failed delivery from a whole one, and the epoch of the fence
+    its writer put on that partition (``epochs``, by log partition; ``streams.fences``)."""
     records: list[OutRecord] = []
     ids: list[str | None] = []
     """Each record's ``record_id`` on the log (None: a record of another topic), for the markers' counts."""
@@ -282,7 +287,7 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     # A log record with neither key nor partition lands where the producer chooses at random.
     placed = all(record.partition >= 0 for record, record_id in zip(untenanted.records, untenanted.ids, strict=True)
                  if record_id is not None)
-    return _counted(ordered, log_partitions if placed else 0)
+    return _counted(ordered, log_partitions, placed, epochs or {})
 
 
 class _Group(NamedTuple):
@@ -301,23 +306,30 @@ class _Marker(NamedTuple):
     body: dict
 
 
-def _counted(ordered: list[_Group | _Marker], log_partitions: int) -> list[OutRecord]:
-    """The records and markers in ``ordered``, each marker with the count of distinct log records
-    before it on its partition since that partition's previous marker. Without ``log_partitions``
-    where a record lands is not known here, and the markers carry no count."""
+def _counted(ordered: list[_Group | _Marker], log_partitions: int, placed: bool,
+             epochs: dict[int, Epoch]) -> list[OutRecord]:
+    """The records and markers in ``ordered``, each marker with the epoch of its partition's fence
+    and the count of distinct log records before it on its partition since that partition's previous
+    marker. Without ``log_partitions`` where a marker lands is not known here, and unless every record
+    is ``placed`` neither is where they all land: the markers then carry no epoch, or no count."""
+    counting = placed and log_partitions > 0
     since_marker: dict[int, set[str | None]] = {}
     result: list[OutRecord] = []
     for entry in ordered:
         if isinstance(entry, _Marker):
             if log_partitions:
                 landing = entry.partition if entry.partition >= 0 else tenant_partition(entry.key, log_partitions)
-                closed = since_marker.pop(landing, set())
-                closed.discard(None)
-                entry.body["records"] = len(closed)
+                if counting:
+                    closed = since_marker.pop(landing, set())
+                    closed.discard(None)
+                    entry.body["records"] = len(closed)
+                epoch = epochs.get(landing)
+                if epoch is not None:
+                    entry.body["epoch"] = list(epoch)
             result.append(OutRecord(Topic.EDGE_VERSIONS, entry.key, orjson.dumps(entry.body), entry.partition))
             continue
         result += entry.records
-        if not log_partitions:
+        if not counting:
             continue
         if entry.key:  # a tenant's records: keyed by it, placed by the producer
             since_marker.setdefault(tenant_partition(entry.key, log_partitions), set()).update(entry.ids)
@@ -411,9 +423,20 @@ class Replay:
     again before that (a send cut short, then re-sent) is dropped, and records of another batch than
     the held ones (the rest of a send cut short) discard what is held. Within a batch a record id
     counts once. Markers of logs written before markers named their batch move ``inputs_seen`` at
-    once and are always applied, as then."""
+    once and are always applied, as then.
+
+    Fences (``streams.fences``): per log partition the highest fence read so far is kept in
+    ``fences`` (a caller that starts past a partition's beginning hands in the last one before), a
+    lower fence read later is ignored, and a marker whose epoch is lower than the partition's fence
+    (or that carries none, once there is one) closes a batch of a writer that had lost the partition
+    by then: its part is dropped, with its records, and counted in ``fenced_off``."""
 
     reader: LedgerReader
+    fences: dict[int, Epoch] = field(default_factory=dict)
+    fenced_off: int = 0
+    """Markers dropped for an epoch below their partition's fence."""
+    fenced_off_epochs: set[Epoch | None] = field(default_factory=set)
+    """The epochs those markers carried."""
     _open: dict[int, _Open] = field(default_factory=dict)
     _applied: dict[int, set[str]] = field(default_factory=dict)
     """Per log partition: the markers applied since ``inputs_seen`` last moved there."""
@@ -433,6 +456,11 @@ class Replay:
             if kind == "batch":
                 self._close(record, commit, inputs_seen, partition)
                 continue
+            if kind == "fence":
+                self._fence(record, partition)
+                continue
+            if kind == "probe":
+                continue
             held = self._open.get(partition)
             batch = record.get("batch")
             if held is None or (batch is not None and held.batch is not None and held.batch != batch):
@@ -445,9 +473,25 @@ class Replay:
             _hold(held, kind, record)
         return count
 
+    def _fence(self, record: dict, partition: int) -> None:
+        epoch, latest = epoch_of(record), self.fences.get(partition)
+        if epoch is not None and (latest is None or epoch > latest):
+            self.fences[partition] = epoch
+        else:
+            log.warning("log partition %d: fence %s of epoch %s is not above the partition's fence %s: a late "
+                        "one, ignored", partition, record.get("record_id"), epoch, latest)
+
     def _close(self, marker: dict, commit, inputs_seen: dict[tuple[str, int], int], partition: int) -> None:
         batch, tenant = marker.get("batch"), marker["tenant"]
         held = self._open.pop(partition, None)
+        fence, epoch = self.fences.get(partition), epoch_of(marker)
+        if fence is not None and (epoch is None or epoch < fence):
+            self.fenced_off += 1
+            self.fenced_off_epochs.add(epoch)
+            log.warning("log partition %d: batch %s's marker %s of epoch %s is below the partition's fence %s: "
+                        "its writer had lost the partition, not applied", partition, batch,
+                        marker.get("record_id"), epoch, fence)
+            return
         if held is not None and batch is not None and held.batch not in (None, batch):
             held = None  # the rest of another batch's send, cut short
         applied = self._applied.setdefault(partition, set())

@@ -42,11 +42,12 @@ from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
 from state.store import EncodedVersion, LedgerStore
 from streams.claims import claim_partitions, latest_claims
+from streams.fences import Epoch, Fencer, group_generation
 from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
 from streams.ledger_log import OutRecord, is_marker, outbox_for, parked_inputs
 from streams.produce import deliver, delivery_producer
-from streams.rebuild import PartitionRebuild, Rebuilds
+from streams.rebuild import PartitionRebuild, Rebuilds, StateDisowned
 from streams.topics import INPUT_TOPICS, Topic, TopicSettings, tenant_partition
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,9 @@ FAILPOINT_SLOW_REBUILD = "EDGELEDGER_FAILPOINT_SLOW_REBUILD"
 #: Failpoint for tests: ``N:PATH`` holds batch N, committed to the state and not yet checked or sent,
 #: until the file PATH exists (a test pauses the process there, as a long stall would).
 FAILPOINT_HOLD_BEFORE_SEND = "EDGELEDGER_FAILPOINT_HOLD_BEFORE_SEND"
+#: Failpoint for tests: ``N:PATH`` holds batch N once the group has confirmed the worker a member, right
+#: before it is sent, until the file PATH exists (the window the log's fences close).
+FAILPOINT_HOLD_AFTER_CHECK = "EDGELEDGER_FAILPOINT_HOLD_AFTER_CHECK"
 CRASH_EXIT_CODE = 137
 
 NOT_A_MEMBER = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION,
@@ -128,6 +132,8 @@ class LedgerWorker:
         self._rebuild_slowed_by = float(os.environ.get(FAILPOINT_SLOW_REBUILD, "0") or 0)
         held, _, self._hold_until = os.environ.get(FAILPOINT_HOLD_BEFORE_SEND, "").partition(":")
         self._hold_batch = int(held or 0)
+        held, _, self._hold_checked_until = os.environ.get(FAILPOINT_HOLD_AFTER_CHECK, "").partition(":")
+        self._hold_checked_batch = int(held or 0)
         self._inputs: list[str] = []
         self.heap = SettledHeap()
         self._parked: list[tuple[bytes, tuple[str, str, bytes, int]]] = []
@@ -143,6 +149,11 @@ class LedgerWorker:
         without a tenant), since it last took the partition (``_note_given_up``)."""
         self.rebuilds = Rebuilds(self._start_rebuild, REBUILDS_AT_ONCE, REBUILD_SLICE)
         """Log partitions to rebuild before their inputs resume (``streams.rebuild.Rebuilds``)."""
+        self.fencer = Fencer(self.producer, config.topics.name(Topic.EDGE_VERSIONS), config.worker_id,
+                             lambda: self.bookkeeping.lineage, lambda: group_generation(self.consumer))
+        self._fences: dict[int, Epoch] = {}
+        """Per log partition: the epoch of the fence this worker put there when it last took the
+        partition; its markers there carry it (``streams.fences``)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None) -> BatchCounts:
@@ -238,6 +249,8 @@ class LedgerWorker:
         self.bookkeeping.begin_rebuilds(behind)
         claim_partitions(self.producer, self.config.topics, self.config.group_id,
                          sorted(assigned), self.bookkeeping.lineage, self.config.worker_id)
+        # After the parked batch is sent (``_settle_parked``), which carries the fence before this one.
+        self._fence(sorted(assigned - set(behind)))
         held: list[TopicPartition] = []
         for tp in partitions:
             if tp.partition in behind:
@@ -267,6 +280,16 @@ class LedgerWorker:
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions if tp not in held),
                  f"; rebuilds partition(s) {behind} from the log first" if behind else "")
 
+    def _fence(self, partitions: list[int]) -> None:
+        """Fence the log partitions this worker takes without a rebuild, over the last fence its state
+        knows there: no other state took them since (their claims say), so no later fence than its
+        own, or one it read, can be there but a late writer's, of a lower epoch."""
+        known = self.bookkeeping.fences()
+        written = self.fencer.fence({p: known.get(p) for p in partitions if p < self._log_partitions})
+        epochs = {partition: epoch for partition, (epoch, _) in written.items()}
+        self.bookkeeping.record_fences(epochs)
+        self._fences.update(epochs)
+
     def _resume_offset(self, tp: TopicPartition) -> int:
         """Right after the last offset this state applied (not the group's), or the beginning."""
         applied = self.applied_offsets.get((tp.topic, tp.partition))
@@ -276,7 +299,16 @@ class LedgerWorker:
         """One slice of the pending rebuilds. Once the last is done, the rebuilt partitions' inputs
         resume together, as when they were rebuilt inside the rebalance callback: a batch then
         spans them all."""
-        finished, replayed = self.rebuilds.advance()
+        try:
+            finished, replayed = self.rebuilds.advance()
+        except StateDisowned as disowned:
+            log.warning("worker %s discards its local state: %s; it rebuilds its partitions from the log",
+                        self.config.worker_id, disowned)
+            self._discard_state()
+            self.assigned.clear()
+            self.consumer.unsubscribe()  # joins again: in its new lineage, every partition is another's
+            self._subscribe()
+            return
         for rebuild in finished:
             self._finish_rebuild(rebuild)
         rebuilt = self.rebuilds.take_rebuilt()
@@ -288,7 +320,8 @@ class LedgerWorker:
         if self.on_rebuild is not None:
             self.on_rebuild(len(self.rebuilds.waiting), replayed)
 
-    def _start_rebuild(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> PartitionRebuild:
+    def _start_rebuild(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0,
+                       fence_it: bool = True) -> PartitionRebuild:
         if self._crash_in_rebuild:
             os._exit(CRASH_EXIT_CODE)
         self._last_sent.pop(partition, None)
@@ -298,11 +331,15 @@ class LedgerWorker:
         applied = {position: offset for position, offset in self.applied_offsets.items() if position[1] == partition}
         return PartitionRebuild(self.store, self.bookkeeping, self.config.bootstrap, self.config.group_id,
                                 self.config.topics.name(Topic.EDGE_VERSIONS), partition, applied, start_at, start_after,
-                                quiet_for=quiet_for, stalled_after=stalled_after, slowed_by=self._rebuild_slowed_by)
+                                fencer=self.fencer, fence_it=fence_it, quiet_for=quiet_for,
+                                stalled_after=stalled_after, slowed_by=self._rebuild_slowed_by)
 
     def _finish_rebuild(self, rebuild: PartitionRebuild) -> None:
         rebuild.close()
         self._restore_offsets(rebuild)
+        if rebuild.epoch is not None:
+            self.bookkeeping.record_fences({rebuild.partition: rebuild.epoch})
+            self._fences[rebuild.partition] = rebuild.epoch
         self.bookkeeping.end_rebuild(rebuild.partition)
         log.info("worker %s rebuilt partition %d from %d log records (offset %d on) in %.1f s", self.config.worker_id,
                  rebuild.partition, rebuild.records, max(rebuild.start_at, 0), time.monotonic() - rebuild.started_at)
@@ -378,12 +415,18 @@ class LedgerWorker:
                     "partitions from the log", self.config.worker_id, len(self._parked),
                     f"another worker owned partition(s) {overtaken} since" if overtaken
                     else f"input partition(s) {missing} it consumed are assigned elsewhere")
+        self._discard_state()
+        return True
+
+    def _discard_state(self) -> None:
+        """Forget the local state: it is rebuilt from the log, in a new lineage."""
         self._abandon_rebuilds()  # first: what they restored belongs to the state about to go
         self.store.reset()
         self.bookkeeping.reset()
         self.applied_offsets = {}
         self._parked = []
-        return True
+        self._fences = {}
+        self._last_sent = {}
 
     def _report_lag(self) -> None:
         """Records behind the high watermark per assigned partition (on the embedded broker the
@@ -464,10 +507,12 @@ class LedgerWorker:
         if self._batches == self._crash_after_commit:
             os._exit(CRASH_EXIT_CODE)
         if self._batches == self._hold_batch:
-            self._hold()
+            self._hold(self._hold_until)
         if not self._still_a_member():
             self._park_lost_batch()
             return len(consumed)
+        if self._batches == self._hold_checked_batch:
+            self._hold(self._hold_checked_until)
         if self._batches == self._crash_mid_send:
             self._send(through_first_marker(records))
             os._exit(CRASH_EXIT_CODE)
@@ -519,10 +564,10 @@ class LedgerWorker:
         self.consumer.unsubscribe()
         self._subscribe()
 
-    def _hold(self) -> None:
-        log.warning("worker %s holds batch %d until %s exists (%s)", self.config.worker_id, self._batches,
-                    self._hold_until, FAILPOINT_HOLD_BEFORE_SEND)
-        while not os.path.exists(self._hold_until):
+    def _hold(self, until: str) -> None:
+        log.warning("worker %s holds batch %d until %s exists (a failpoint)", self.config.worker_id, self._batches,
+                    until)
+        while not os.path.exists(until):
             time.sleep(0.05)
 
     def _consume(self) -> list[Message]:
@@ -593,7 +638,7 @@ class LedgerWorker:
     def _outbox(self, pending: PendingLedger, versions: list[EncodedVersion],
                 consumed: dict[tuple[str, int], int], batch_id: str) -> list[OutRecord]:
         """A method of its own (as ``_commit_offsets``) so that a benchmark can time it apart from the commit."""
-        return outbox_for(pending, versions, consumed, batch_id, self._log_partitions, self._batch_first)
+        return outbox_for(pending, versions, consumed, batch_id, self._log_partitions, self._batch_first, self._fences)
 
     def _observe(self, pending: PendingLedger) -> None:
         for observe in self.observers:
@@ -606,7 +651,7 @@ class LedgerWorker:
     def _rebuild_partition(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> None:
         """Rebuild one partition to the end at once (``streams.rebuild.PartitionRebuild``), outside the
         loop: for tests and benchmarks that replay a log into a worker's state directly."""
-        rebuild = self._start_rebuild(partition, quiet_for, stalled_after)
+        rebuild = self._start_rebuild(partition, quiet_for, stalled_after, fence_it=False)
         try:
             while not rebuild.step(REBUILD_SLICE):
                 pass

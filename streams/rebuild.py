@@ -21,6 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from processors.pending import PendingLedger
 from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
+from streams.fences import Epoch, Fencer
 from streams.kafka_config import consumer_config
 from streams.ledger_log import Replay
 
@@ -34,20 +35,27 @@ R = TypeVar("R", bound="Steppable")
 
 
 class RebuildStalled(RuntimeError):
-    """The broker stopped handing over the log short of the end it reported."""
+    """The broker stopped handing over the log short of the record the rebuild reads up to."""
+
+
+class StateDisowned(RuntimeError):
+    """The log dropped a batch this state applied and sent: its writer, this worker, had lost the
+    partition by the time the batch arrived (a pause between the membership check and the send), so
+    the state holds what no reader of the log holds, and must be discarded."""
 
 
 @dataclass
 class PartitionRebuild:
     """Replays ``log_topic[partition]`` into ``store``, restoring the input offsets it records.
 
-    It reads to the partition's end as the broker gives it when the rebuild starts (the previous
-    owner has sent its last batch by then: a group gives partitions up between batches), then on
-    until quiet for ``quiet_for`` seconds. Quiet alone ended a rebuild early when the broker paused
-    for longer: the worker then resumed from offsets too low and applied inputs already on the log
-    a second time (a review reproduced it). Short of the end with nothing arriving for
-    ``stalled_after`` seconds, it raises ``RebuildStalled``. The batches the state applied already
-    (``applied``, its input offsets on this partition number) are read and skipped (``Replay``)."""
+    It reads up to a probe record it writes to the partition as it starts (``streams.fences``):
+    exactly what the log held then, however long the broker is silent and whatever log end it
+    reports (the embedded broker's counts short). Then, as the partition's new owner
+    (``fence_it``), it fences the partition over the last fence it read there and reads on up to
+    its fence, so that what a late writer landed before it is in the state, and what lands after
+    it is dropped by every reader. Short of its record with nothing arriving for ``stalled_after``
+    seconds, it raises ``RebuildStalled``. The batches the state applied already (``applied``, its
+    input offsets on this partition number) are read and skipped (``Replay``)."""
 
     store: LedgerStore
     bookkeeping: PipelineStore
@@ -64,39 +72,62 @@ class PartitionRebuild:
     """The id of the record this state last sent to the partition, which must be the one right
     before ``start_at``: otherwise the log is not the one the state gave up, or someone else
     wrote to it before the state let go, and the rebuild reads from the beginning."""
+    fencer: Fencer | None = None
+    """Writes the probe, and the fence (required)."""
+    fence_it: bool = True
+    """Whether the rebuild is its worker's taking the partition over, and fences it. A replay of the log
+    into a worker's state outside the group (``LedgerWorker._rebuild_partition``) does not."""
     quiet_for: float = 1.0
+    """How long the search for ``start_after`` waits for more of the log."""
     stalled_after: float = 120.0
     slowed_by: float = 0.0
     """Seconds added to each log record's replay: a test stands in for a long log this way."""
     records: int = 0
+    epoch: Epoch | None = None
+    """The epoch of the fence this rebuild wrote, once it did."""
     started_at: float = field(default_factory=time.monotonic)
     _reader: Consumer | None = None
     _replay: Replay | None = None
     _end: int = 0
-    _read_to: int = 0
+    _waiting_for: str = ""
+    """The record id of the probe or fence the read goes up to."""
+    _fenced: bool = False
     _heard_at: float = 0.0
+    _own_fence: Epoch | None = None
+    """The last fence this state put on the partition before the rebuild began: a batch of that epoch
+    that the log drops was this state's."""
 
     def __post_init__(self) -> None:
         self._reader = Consumer(consumer_config(self.bootstrap, f"{self.group_id}-rebuild",
                                                 **{"enable.auto.commit": False}))
-        self._replay = Replay(self.store)
         try:
             self._end = self._log_end()
             if self.start_at > 0 and not self._follows_own_record():
                 self.start_at = OFFSET_BEGINNING
-            self._read_to = max(self.start_at, 0)
+            # Read from the beginning, the rebuild meets every fence there; from further on, it goes
+            # on from the last fence this state knows there.
+            self._own_fence = self.bookkeeping.fences().get(self.partition)
+            known = self._own_fence if self.start_at > 0 else None
+            self._replay = Replay(self.store, {self.partition: known} if known is not None else {})
             self._reader.assign([TopicPartition(self.log_topic, self.partition, self.start_at)])
+            self._read_to_new_probe()
         except BaseException:
             self.close()
             raise
+
+    def _read_to_new_probe(self) -> None:
+        """Read up to a probe written now."""
+        assert self.fencer is not None, "a rebuild writes its probe with a fencer"
+        self._fenced = False
         self._heard_at = time.monotonic()
+        self._waiting_for = self.fencer.probe(self.partition)
 
     def _follows_own_record(self, ahead: int = 10_000) -> bool:
         """Whether the record this state last sent there (``start_after``) is at ``start_at - 1`` or a
         little after (up to ``ahead`` records: the embedded broker's log end can count short), and if
         so, start right after it. Not found there, the log went on past it before the state let go,
         or is another log: False. It runs in the worker's loop, so it gives up once the log has been
-        quiet for ``quiet_for``, as a rebuild's end does, and the rebuild then reads from the beginning."""
+        quiet for ``quiet_for``, and the rebuild then reads from the beginning."""
         assert self._reader is not None
         where = f"{self.log_topic}[{self.partition}]"
         if self.start_at > self._end + ahead:
@@ -123,14 +154,13 @@ class PartitionRebuild:
         return False
 
     def read_on(self) -> None:
-        """Go on after a pause (the partition was revoked and assigned again): to the log's end as it
-        is now, since another worker may have held the partition and sent batches meanwhile."""
-        self._end = self._log_end()
-        self._heard_at = time.monotonic()
+        """Go on after a pause (the partition was revoked and assigned again, in another generation):
+        up to a new probe, and a new fence, since another worker may have held the partition meanwhile."""
+        self._read_to_new_probe()
 
     def _log_end(self) -> int:
         """The partition's end as the broker has it now: exact on Kafka; the embedded broker's is its last
-        record batch's first offset plus one, short by the rest of that batch (the quiet period reads it)."""
+        record batch's first offset plus one, short by the rest of that batch."""
         assert self._reader is not None, "a closed rebuild reads nothing"
         _, end = self._reader.get_watermark_offsets(TopicPartition(self.log_topic, self.partition),
                                                     timeout=30, cached=False)
@@ -144,24 +174,36 @@ class PartitionRebuild:
             now = time.monotonic()
             if now >= deadline:
                 return False
-            at_end = self._read_to >= self._end
-            message = self._reader.poll(min(deadline - now, self.quiet_for) if at_end else deadline - now)
+            message = self._reader.poll(deadline - now)
             if message is None:
-                # Done only on a poll that came back empty: records already fetched count as heard.
-                silent_for = time.monotonic() - self._heard_at
-                if at_end and silent_for >= self.quiet_for:
-                    return True
-                if not at_end and silent_for > self.stalled_after:
-                    raise RebuildStalled(f"the rebuild of {self.log_topic}[{self.partition}] read to offset "
-                                         f"{self._read_to} of {self._end} and got nothing more for "
-                                         f"{self.stalled_after:.0f} s")
+                if time.monotonic() - self._heard_at > self.stalled_after:
+                    raise RebuildStalled(f"the rebuild of {self.log_topic}[{self.partition}] did not reach its "
+                                         f"{self._waiting_for.partition('/')[0]} record ({self._waiting_for}) and "
+                                         f"got nothing for {self.stalled_after:.0f} s")
                 continue
             self._heard_at = time.monotonic()
-            if not message.error():
-                if self.slowed_by:
-                    time.sleep(self.slowed_by)
-                self._read_to = message.offset() + 1
-                self.records += self._replay.feed([message.value()], self._commit, self.applied, self.partition)
+            if message.error():
+                continue
+            if self.slowed_by:
+                time.sleep(self.slowed_by)
+            value = message.value() or b""
+            self.records += self._replay.feed([value], self._commit, self.applied, self.partition)
+            if self._own_fence is not None and self._own_fence in self._replay.fenced_off_epochs:
+                raise StateDisowned(f"{self.log_topic}[{self.partition}] holds a batch of this state's, of epoch "
+                                    f"{self._own_fence}, after a higher fence: sent after this worker had lost "
+                                    "the partition, it is not applied by any reader of the log")
+            if value.startswith((b'{"kind":"probe"', b'{"kind":"fence"')) \
+                    and orjson.loads(value)["record_id"] == self._waiting_for:
+                if not self.fence_it or self._fenced:
+                    return True
+                self._fence()
+
+    def _fence(self) -> None:
+        """At the probe: fence the partition over the last fence read, and read on up to the fence."""
+        assert self.fencer is not None and self._replay is not None
+        self.epoch, self._waiting_for = self.fencer.fence({self.partition: self._replay.fences.get(self.partition)})[
+            self.partition]
+        self._fenced = True
 
     def _commit(self, pending: PendingLedger) -> None:
         mine = {position: offset for position, offset in self.applied.items() if position[1] == self.partition}

@@ -44,7 +44,7 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
     partitions = consumer.list_topics(log_topic, timeout=30).topics[log_topic].partitions
     consumer.assign([TopicPartition(log_topic, p, positions[p] + 1 if p in positions else OFFSET_BEGINNING)
                      for p in partitions])
-    replay = Replay(store)
+    replay = Replay(store, bookkeeping.fences())  # the fences read before the stored positions
 
     applied = 0
     idle_since = time.monotonic()
@@ -65,7 +65,9 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
                 def commit(pending: PendingLedger, partition: int = partition, offset: int = offset) -> None:
                     # Only this partition's position moves, and only at its markers: records another
                     # partition has sent of a batch not yet closed are read again after a restart.
-                    store.commit(pending, bookkeeping.offset_puts({(log_topic, partition): offset, **inputs_seen}))
+                    fence = replay.fences.get(partition)
+                    store.commit(pending, bookkeeping.offset_puts({(log_topic, partition): offset, **inputs_seen})
+                                 + bookkeeping.fence_puts({partition: fence} if fence is not None else {}))
 
                 applied += replay.feed([message.value()], commit, inputs_seen, partition)
                 heap.after_event()

@@ -32,24 +32,35 @@ def comparable_state(state_dir: Path) -> set[tuple]:
 
 
 def read_topic(bootstrap: str, topic: str, quiet_for: float = 1.5) -> list[dict]:
-    """Every record on every partition of ``topic``, decoded from JSON, read until quiet.
+    """Every record on every partition of ``topic``, decoded from JSON, read until quiet, partition by partition.
 
     Not up to the high watermark: the embedded broker reports one per produced record *batch*,
     so a watermark-bounded read stops early.
     """
+    return [record for records in read_partitions(bootstrap, topic, quiet_for).values() for record in records]
+
+
+def read_partitions(bootstrap: str, topic: str, quiet_for: float = 1.5) -> dict[int, list[dict]]:
+    """``read_topic``, each partition's records apart, in their order there."""
     consumer = Consumer(consumer_config(bootstrap, f"reader-{uuid.uuid4().hex[:6]}"))
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
         consumer.assign([TopicPartition(topic, partition, 0) for partition in metadata.partitions])
-        records = []
+        records: dict[int, list[dict]] = {partition: [] for partition in metadata.partitions}
         while True:
             message = consumer.poll(quiet_for)
             if message is None:
                 return records
             if not message.error():
-                records.append(orjson.loads(message.value()))
+                records[message.partition()].append(orjson.loads(message.value()))
     finally:
         consumer.close()
+
+
+def batch_records(bootstrap: str, topics: TopicSettings) -> list[dict]:
+    """The ``edge-versions`` records that batches wrote: those of the log without its fences and probes."""
+    return [record for record in read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS))
+            if record.get("kind") not in ("fence", "probe")]
 
 
 def fresh_topics() -> TopicSettings:

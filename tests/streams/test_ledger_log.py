@@ -1,6 +1,7 @@
 """The log's records: what a replay reads back, and records too large for one Kafka record."""
 
 import base64
+import re
 from dataclasses import asdict
 
 import orjson
@@ -14,6 +15,7 @@ from state.keys import pack
 from state.kv import MemoryKV
 from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
+from streams.fences import fence_record, next_epoch
 from streams.ledger_log import (
     ORIGINAL_KEPT,
     VERSION_LAYOUT,
@@ -139,8 +141,9 @@ def test_parked_inputs_are_the_input_partitions_the_parked_batches_consumed() ->
     assert parked_inputs([]) == {}
 
 
-def _logged_load(lines: list[bytes]) -> tuple[LedgerStore, list[bytes]]:
-    """The lines through the ledger in batches of 5, each commit also writing its edge-versions records."""
+def _logged_load(lines: list[bytes], epoch: tuple[int, int] | None = None) -> tuple[LedgerStore, list[bytes]]:
+    """The lines through the ledger in batches of 5, each commit also writing its edge-versions records
+    (their markers carrying ``epoch``, when given, as a worker's that fenced the partition at it)."""
     from processors.batch import BatchRunner
 
     ledger = Ledger()
@@ -150,7 +153,8 @@ def _logged_load(lines: list[bytes]) -> tuple[LedgerStore, list[bytes]]:
 
     def commit(pending: PendingLedger) -> None:
         def log_rows(versions) -> list:
-            records = outbox_for(pending, versions, {("in", 0): next(batches)}, f"b-{len(log)}", log_partitions=1)
+            records = outbox_for(pending, versions, {("in", 0): next(batches)}, f"b-{len(log)}", log_partitions=1,
+                                 epochs={0: epoch} if epoch is not None else None)
             log.extend(r.value for r in records if r.topic == "edge-versions")
             return []
         ledger.store.commit(pending, (), log_rows)
@@ -270,12 +274,12 @@ def test_with_no_marker_without_a_tenant_a_dead_letter_naming_none_comes_before_
     assert kinds == [("", "dead_letter"), ("acme", "dead_letter"), ("acme", "batch")]
 
 
-def _two_tenant_log() -> tuple[LedgerStore, list[bytes]]:
+def _two_tenant_log(epoch: tuple[int, int] | None = None) -> tuple[LedgerStore, list[bytes]]:
     from pathlib import Path
 
     demo = Path(__file__).parents[2] / "streams" / "demo_data" / "acme.jsonl"
     lines = demo.read_bytes().splitlines()
-    return _logged_load([line for acme in lines for line in (acme, acme.replace(b'"acme"', b'"globex"'))])
+    return _logged_load([line for acme in lines for line in (acme, acme.replace(b'"acme"', b'"globex"'))], epoch)
 
 
 def _everyone(store: LedgerStore) -> dict[str, object]:
@@ -426,3 +430,67 @@ def test_a_part_of_a_batch_that_lost_a_record_is_not_applied_until_the_batch_is_
 
     re_sent, _ = replayed([*log[:start], *damaged, *log[start:end], *log[end:]])
     assert _everyone(re_sent) == _everyone(store)
+
+
+def _fence(era: int, generation: int) -> bytes:
+    return fence_record(0, (era, generation), "worker", "lineage")[1]
+
+
+def _written_at(records: list[bytes], epoch: tuple[int, int] | None) -> list[bytes]:
+    """The records as a writer whose fence was at ``epoch`` (None: one from before fences) wrote them."""
+    stamped = b"" if epoch is None else b',"epoch":[%d,%d]' % epoch
+    return [re.sub(rb',"epoch":\[\d+,\d+\]', stamped, raw) if b'"kind":"batch"' in raw else raw for raw in records]
+
+
+def _replayed(stream: list[bytes]) -> tuple[LedgerStore, Replay]:
+    rebuilt = LedgerStore(MemoryKV())
+    replay = Replay(rebuilt)
+    replay.feed(stream, lambda pending: rebuilt.commit(pending), {})
+    return rebuilt, replay
+
+
+def test_each_marker_carries_the_epoch_of_its_partitions_fence() -> None:
+    _, log = _two_tenant_log((3, 7))
+    markers = [orjson.loads(raw) for raw in log if b'"kind":"batch"' in raw]
+    assert markers and {tuple(marker["epoch"]) for marker in markers} == {(3, 7)}
+    _, unfenced = _two_tenant_log()
+    assert not any(b'"epoch"' in raw for raw in unfenced), "a worker that fenced nothing stamps nothing"
+
+
+def test_a_batch_written_after_a_higher_fence_by_a_writer_of_a_lower_epoch_is_not_applied() -> None:
+    """A writes at epoch (0, 1). B takes the partition over and fences it at (0, 2). A batch A sends
+    late, after that fence, is dropped by every reader, with all its markers; B's own batch over the
+    same inputs is applied. A fence of A's landing late does not move the partition back to A."""
+    store, log = _two_tenant_log((0, 2))
+    start, end = _a_batch_of_both(log)
+    late = _written_at(log[start:end], (0, 1))
+    before, _ = _replayed([_fence(0, 1), *_written_at(log[:start], (0, 1))])
+
+    dropped, replay = _replayed([_fence(0, 1), *_written_at(log[:start], (0, 1)), _fence(0, 2), *late])
+    assert _everyone(dropped) == _everyone(before)
+    assert replay.fenced_off == 3, "two tenants' markers and the one without a tenant"
+
+    whole, replay = _replayed([_fence(0, 1), *_written_at(log[:start], (0, 1)), _fence(0, 2), *late, _fence(0, 1),
+                               *log[start:]])
+    assert _everyone(whole) == _everyone(store), "B's batches are applied, a late fence of A's is ignored"
+    assert replay.fenced_off == 3
+
+    applied, _ = _replayed([_fence(0, 1), *_written_at(log[:start], (0, 1)), *late, _fence(0, 2), *log[start:]])
+    assert _everyone(applied) == _everyone(store), "before B's fence the batch is A's; B's copy is then dropped"
+
+
+def test_after_a_fence_a_marker_of_before_fences_is_not_applied_and_before_one_it_is() -> None:
+    store, log = _two_tenant_log()
+    start, end = _a_batch_of_both(log)
+    assert _everyone(_replayed(log)[0]) == _everyone(store), "a log of before fences replays as it did"
+    before, _ = _replayed(log[:start])
+    dropped, replay = _replayed([*log[:start], _fence(0, 0), *log[start:end]])
+    assert _everyone(dropped) == _everyone(before) and replay.fenced_off == 3
+
+
+def test_a_group_made_anew_fences_in_the_next_era() -> None:
+    """Generations start again with a new group: its first fence, of a lower generation, is of the next era."""
+    store, log = _two_tenant_log((1, 0))
+    assert next_epoch((0, 57), 0) == (1, 0)
+    rebuilt, replay = _replayed([_fence(0, 57), _fence(1, 0), *log])
+    assert _everyone(rebuilt) == _everyone(store) and replay.fenced_off == 0
