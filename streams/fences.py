@@ -92,9 +92,20 @@ def epoch_of(record: dict) -> Epoch | None:
     return (int(epoch[0]), int(epoch[1])) if epoch is not None else None
 
 
+class NotAMember(RuntimeError):
+    """The group does not count this worker a member now: it must not fence, and lets its partitions go."""
+
+
 @dataclass
 class Fencer:
-    """Writes a worker's probes and fences to its log partitions, each delivered before it returns."""
+    """Writes a worker's probes and fences to its log partitions, each delivered before it returns.
+
+    A fence that moves to the next era (``next_epoch``) is written only once the group confirms the
+    worker a member (``confirm_member``): a worker dropped from the group that reads another's
+    higher fence looks, by its generation, just like a member of a group made anew, and its fence
+    in the next era would outrank the real owner's. Confirmed, the higher fence it read cannot be its
+    own group's: it was there before the check, and a member of a later generation would have made
+    the check fail."""
 
     producer: Producer
     log_topic: str
@@ -103,6 +114,12 @@ class Fencer:
     """The worker's state's lineage now (it changes when the state is discarded)."""
     generation: Callable[[], int]
     """The group generation the worker is a member of now (``group_generation``)."""
+    confirm_member: Callable[[int], bool]
+    """Whether the group coordinator counts the worker a member of its generation now (asked about a
+    partition number it holds)."""
+    record: Callable[[dict[int, Epoch]], None]
+    """Keeps the epochs in the worker's state, before they are delivered: a fence on the log that the
+    state does not know could be above the next one it writes."""
 
     def probe(self, partition: int) -> str:
         """Write a probe to ``partition``; its record id."""
@@ -114,12 +131,19 @@ class Fencer:
         """Fence each partition over ``latest``, its last fence (None: none known); each one's epoch and
         fence record id."""
         generation, lineage = self.generation(), self.lineage()
+        if generation < 0:
+            raise NotAMember(f"worker {self.worker} is in no group generation: it does not fence")
         written, records = {}, []
         for partition, last in sorted(latest.items()):
             epoch = next_epoch(last, generation)
+            if last is not None and epoch[0] > last[0] and not self.confirm_member(partition):
+                raise NotAMember(f"worker {self.worker} of generation {generation} read a fence of {last} on "
+                                 f"{self.log_topic}[{partition}], and the group does not count it a member: "
+                                 "it lost the partition, and does not fence it")
             record_id, value = fence_record(partition, epoch, self.worker, lineage)
             written[partition] = (epoch, record_id)
             records.append((self.log_topic, b"", value, partition))
+        self.record({partition: epoch for partition, (epoch, _) in written.items()})
         deliver(self.producer, records, 30)
         if written:
             log.info("worker %s fenced %s", self.worker,

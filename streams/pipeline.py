@@ -42,7 +42,7 @@ from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
 from state.store import EncodedVersion, LedgerStore
 from streams.claims import claim_partitions, latest_claims
-from streams.fences import Epoch, Fencer, group_generation
+from streams.fences import Epoch, Fencer, NotAMember, group_generation
 from streams.kafka_config import consumer_config
 from streams.ledger_files import make_processor
 from streams.ledger_log import OutRecord, is_marker, outbox_for, parked_inputs
@@ -150,7 +150,8 @@ class LedgerWorker:
         self.rebuilds = Rebuilds(self._start_rebuild, REBUILDS_AT_ONCE, REBUILD_SLICE)
         """Log partitions to rebuild before their inputs resume (``streams.rebuild.Rebuilds``)."""
         self.fencer = Fencer(self.producer, config.topics.name(Topic.EDGE_VERSIONS), config.worker_id,
-                             lambda: self.bookkeeping.lineage, lambda: group_generation(self.consumer))
+                             lambda: self.bookkeeping.lineage, lambda: group_generation(self.consumer),
+                             self._confirm_member, lambda epochs: self.bookkeeping.record_fences(epochs))
         self._fences: dict[int, Epoch] = {}
         """Per log partition: the epoch of the fence this worker put there when it last took the
         partition; its markers there carry it (``streams.fences``)."""
@@ -286,9 +287,23 @@ class LedgerWorker:
         own, or one it read, can be there but a late writer's, of a lower epoch."""
         known = self.bookkeeping.fences()
         written = self.fencer.fence({p: known.get(p) for p in partitions if p < self._log_partitions})
-        epochs = {partition: epoch for partition, (epoch, _) in written.items()}
-        self.bookkeeping.record_fences(epochs)
-        self._fences.update(epochs)
+        for partition, (epoch, record_id) in written.items():
+            self._fences[partition] = epoch
+            self._last_sent[partition] = record_id  # what a rebuild from where it is given up looks for
+
+    def _confirm_member(self, partition: int) -> bool:
+        """Whether the group counts this worker a member now, asked as ``_still_a_member`` asks: a
+        synchronous commit, here of the offsets the group holds for the input partitions of that number
+        (0 where it holds none), which moves nothing."""
+        asked = self.consumer.committed([TopicPartition(topic, partition) for topic in self._inputs], timeout=30)
+        offsets = [tp for tp in asked if tp.offset >= 0] or [TopicPartition(self._inputs[0], partition, 0)]
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+            return True
+        except KafkaException as error:
+            if error.args[0].code() in NOT_A_MEMBER:
+                return False
+            raise
 
     def _resume_offset(self, tp: TopicPartition) -> int:
         """Right after the last offset this state applied (not the group's), or the beginning."""
@@ -305,9 +320,12 @@ class LedgerWorker:
             log.warning("worker %s discards its local state: %s; it rebuilds its partitions from the log",
                         self.config.worker_id, disowned)
             self._discard_state()
-            self.assigned.clear()
-            self.consumer.unsubscribe()  # joins again: in its new lineage, every partition is another's
-            self._subscribe()
+            self._join_again()  # in its new lineage, every partition is another's
+            return
+        except NotAMember as lost:
+            log.warning("worker %s stops its rebuilds and joins the group again: %s", self.config.worker_id, lost)
+            self._abandon_rebuilds()
+            self._join_again()
             return
         for rebuild in finished:
             self._finish_rebuild(rebuild)
@@ -338,8 +356,8 @@ class LedgerWorker:
         rebuild.close()
         self._restore_offsets(rebuild)
         if rebuild.epoch is not None:
-            self.bookkeeping.record_fences({rebuild.partition: rebuild.epoch})
             self._fences[rebuild.partition] = rebuild.epoch
+            self._last_sent[rebuild.partition] = rebuild.fence_id
         self.bookkeeping.end_rebuild(rebuild.partition)
         log.info("worker %s rebuilt partition %d from %d log records (offset %d on) in %.1f s", self.config.worker_id,
                  rebuild.partition, rebuild.records, max(rebuild.start_at, 0), time.monotonic() - rebuild.started_at)
@@ -473,7 +491,12 @@ class LedgerWorker:
         broker's end counts short. Not while the outbox holds
         records not known to be sent (a batch parked, or one whose send failed as the worker stops):
         the state then holds more than the log. Nor for a partition this worker sent nothing to since
-        it took the partition (a rebuild's last record is another's)."""
+        it took the partition (a rebuild's last record is another's).
+
+        Nor for a partition whose last claim is another state's, asked once the ends are read: this
+        worker was then dropped without knowing it, and a batch it sent after the check may be on the
+        log after the new owner's fence, right before the end. Claimed after the ends were read, the
+        new owner has written nothing before them (it claims before it writes to the log)."""
         if self.bookkeeping.outbox():  # what is parked is in the outbox too, until sent
             return
         log_topic = self.config.topics.name(Topic.EDGE_VERSIONS)
@@ -490,6 +513,18 @@ class LedgerWorker:
                 log.warning("worker %s could not read where %s[%d] ends (%s): if it comes back after another "
                             "worker held it, it is rebuilt from the beginning", self.config.worker_id, log_topic,
                             partition, error)
+        if ends:
+            try:
+                claims = latest_claims(self.producer, self.config.bootstrap, self.config.topics, self.config.group_id)
+            except (KafkaException, RuntimeError, TimeoutError) as error:
+                log.warning("worker %s could not read the partition claims (%s): partitions %s are rebuilt from "
+                            "the beginning if they come back", self.config.worker_id, error, sorted(ends))
+                return
+            overtaken = sorted(p for p in ends if claims.get(p) != self.bookkeeping.lineage)
+            if overtaken:
+                log.warning("worker %s: another state claimed partition(s) %s before this one gave them up; "
+                            "where their logs end is not noted", self.config.worker_id, overtaken)
+            ends = {p: end for p, end in ends.items() if p not in overtaken}
         self.bookkeeping.give_up(ends)
 
     # -- the loop ------------------------------------------------------------------------------------
@@ -553,16 +588,20 @@ class LedgerWorker:
                 time.sleep(0.5 * attempt)
                 attempt += 1
 
+    def _join_again(self) -> None:
+        """Let every partition go and join the group anew: the next assignment settles what is held."""
+        self.assigned.clear()
+        self._abandon_rebuilds()
+        self.consumer.unsubscribe()
+        self._subscribe()
+
     def _park_lost_batch(self) -> None:
         """The batch is committed to the state and its outbox but not sent: park it as a restart would
         find it, and join the group again; the next assignment settles it (``_settle_parked``: sent if
         the partitions came back untouched, else discarded with the state, which is rebuilt from the
         log). Until then no record of a partition held before is applied."""
         self._parked = self.bookkeeping.outbox()
-        self.assigned.clear()
-        self._abandon_rebuilds()
-        self.consumer.unsubscribe()
-        self._subscribe()
+        self._join_again()
 
     def _hold(self, until: str) -> None:
         log.warning("worker %s holds batch %d until %s exists (a failpoint)", self.config.worker_id, self._batches,

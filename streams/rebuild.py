@@ -21,7 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from processors.pending import PendingLedger
 from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
-from streams.fences import Epoch, Fencer
+from streams.fences import Epoch, Fencer, NotAMember
 from streams.kafka_config import consumer_config
 from streams.ledger_log import Replay
 
@@ -85,6 +85,8 @@ class PartitionRebuild:
     records: int = 0
     epoch: Epoch | None = None
     """The epoch of the fence this rebuild wrote, once it did."""
+    fence_id: str = ""
+    """That fence's record id."""
     started_at: float = field(default_factory=time.monotonic)
     _reader: Consumer | None = None
     _replay: Replay | None = None
@@ -181,9 +183,9 @@ class PartitionRebuild:
                                          f"{self._waiting_for.partition('/')[0]} record ({self._waiting_for}) and "
                                          f"got nothing for {self.stalled_after:.0f} s")
                 continue
-            self._heard_at = time.monotonic()
             if message.error():
                 continue
+            self._heard_at = time.monotonic()
             if self.slowed_by:
                 time.sleep(self.slowed_by)
             value = message.value() or b""
@@ -194,15 +196,22 @@ class PartitionRebuild:
                                     "the partition, it is not applied by any reader of the log")
             if value.startswith((b'{"kind":"probe"', b'{"kind":"fence"')) \
                     and orjson.loads(value)["record_id"] == self._waiting_for:
-                if not self.fence_it or self._fenced:
+                if not self.fence_it:
+                    return True
+                if self._fenced:
+                    if self._replay.fences.get(self.partition) != self.epoch:
+                        raise NotAMember(f"{self.log_topic}[{self.partition}] was fenced at "
+                                         f"{self._replay.fences.get(self.partition)} above this worker's fence of "
+                                         f"{self.epoch}: another worker holds it")
                     return True
                 self._fence()
 
     def _fence(self) -> None:
         """At the probe: fence the partition over the last fence read, and read on up to the fence."""
         assert self.fencer is not None and self._replay is not None
-        self.epoch, self._waiting_for = self.fencer.fence({self.partition: self._replay.fences.get(self.partition)})[
+        self.epoch, self.fence_id = self.fencer.fence({self.partition: self._replay.fences.get(self.partition)})[
             self.partition]
+        self._waiting_for = self.fence_id
         self._fenced = True
 
     def _commit(self, pending: PendingLedger) -> None:
@@ -269,17 +278,22 @@ class Rebuilds(Generic[R]):
             if rebuild is None:
                 self.waiting[partition] = self.start(partition)
                 active.append(partition)
-        finished, replayed = [], 0
+        done, replayed = [], 0
         for partition in active:
             rebuild = self.waiting[partition]
             assert rebuild is not None
             before = rebuild.records
-            done = rebuild.step(self.slice_seconds / len(active))
+            if rebuild.step(self.slice_seconds / len(active)):
+                done.append(partition)
             replayed += rebuild.records - before
-            if done:
-                del self.waiting[partition]
-                self.rebuilt.append(partition)
-                finished.append(rebuild)
+        # Only once every step of the slice returned: a step that raises leaves all of them waiting, to
+        # be closed with the rest (``suspend``).
+        finished: list[R] = []
+        for partition in done:
+            rebuild = self.waiting.pop(partition)
+            assert rebuild is not None
+            finished.append(rebuild)
+            self.rebuilt.append(partition)
         return finished, replayed
 
     def take_rebuilt(self) -> set[int]:

@@ -5,7 +5,7 @@ import struct
 import orjson
 import pytest
 
-from streams.fences import epoch_of, fence_record, generation_in, next_epoch
+from streams.fences import Fencer, NotAMember, epoch_of, fence_record, generation_in, next_epoch
 
 
 def metadata(generation: int) -> bytes:
@@ -33,3 +33,45 @@ def test_a_fence_record_carries_its_epoch() -> None:
     assert (record["kind"], record["record_id"], record["partition"]) == ("fence", record_id, 3)
     assert epoch_of(record) == (1, 5)
     assert epoch_of({"kind": "batch"}) is None
+
+
+class Delivered:
+    """A stand-in producer for ``deliver``: keeps what it is given, delivers everything."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+
+    def produce(self, topic: str, key: bytes, value: bytes, partition: int, on_delivery: object) -> None:
+        self.values.append(value)
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def fencer(generation: int, member: bool) -> tuple[Fencer, Delivered, list[dict]]:
+    producer, recorded = Delivered(), []
+    return Fencer(producer, "log", "w1", lambda: "lineage-1", lambda: generation,  # type: ignore[arg-type]
+                  lambda partition: member, recorded.append), producer, recorded
+
+
+def test_a_worker_the_group_does_not_count_a_member_does_not_move_to_the_next_era() -> None:
+    """Dropped from the group, a worker of generation 5 reads the new owner's fence of generation 6:
+    by its generation it looks like a member of a group made anew, and its fence in the next era would
+    outrank the owner's. The group is asked first, and it writes nothing."""
+    dropped, produced, recorded = fencer(5, member=False)
+    with pytest.raises(NotAMember):
+        dropped.fence({0: (0, 6)})
+    assert produced.values == [] and recorded == []
+
+    made_anew, produced, recorded = fencer(5, member=True)
+    (epoch, record_id), = made_anew.fence({0: (0, 6)}).values()
+    assert epoch == (1, 5) and recorded == [{0: (1, 5)}]
+    assert [orjson.loads(value)["record_id"] for value in produced.values] == [record_id]
+
+    rising, produced, _ = fencer(7, member=False)  # within its era a fence needs no question
+    assert [epoch for epoch, _ in rising.fence({0: (0, 6), 1: None}).values()] == [(0, 7), (0, 7)]
+    with pytest.raises(NotAMember):
+        fencer(-1, member=True)[0].fence({0: None})

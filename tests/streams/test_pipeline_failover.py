@@ -430,6 +430,21 @@ def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_bro
         "A holds the versions as the log has them, with B's transaction times, not a redo of its own")
 
 
+def paused_at_its_first_batch(tmp_path: Path, bootstrap: str, topics: TopicSettings, group: str,
+                              logged: StartLogged, failpoint: str) -> tuple[LogPipe, int, Path]:
+    """A stream produced (and loaded into ``tmp_path / "load"``), and worker A holding its first batch at
+    ``failpoint`` until the file it returns exists, paused (SIGSTOP); (A, the events produced, the file)."""
+    events, release = tmp_path / "events.jsonl", tmp_path / "release"
+    produced = write_events(events, 250)
+    load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
+    produce_files([events], bootstrap, topics, progress=False)
+    paused = logged(tmp_path / "A", bootstrap, topics, group, exit_when_idle=4, failpoints={failpoint: f"1:{release}"})
+    wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
+               "A holds its first batch")
+    os.kill(paused.process.pid, signal.SIGSTOP)
+    return paused, produced, release
+
+
 def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_broker: EmbeddedBroker,
                                                                           topics: TopicSettings,
                                                                           tmp_path: Path, logged: StartLogged) -> None:
@@ -438,16 +453,9 @@ def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_
     the whole stream. A resumes where it stopped: the group no longer counts it as a member, so it
     does not send its batch, whose records would contradict B's on the log with other transaction
     times. It joins again, finds B's claims, discards its state and rebuilds it from the log."""
-    bootstrap, events, release = kafka_broker.bootstrap, tmp_path / "events.jsonl", tmp_path / "release"
-    produced = write_events(events, 250)
-    load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
-    produce_files([events], bootstrap, topics, progress=False)
-
-    paused = logged(tmp_path / "A", bootstrap, topics, "g-paused", exit_when_idle=4,
-                    failpoints={FAILPOINT_HOLD_BEFORE_SEND: f"1:{release}"})
-    wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
-               "A holds its first batch")
-    os.kill(paused.process.pid, signal.SIGSTOP)
+    bootstrap = kafka_broker.bootstrap
+    paused, produced, release = paused_at_its_first_batch(tmp_path, bootstrap, topics, "g-paused", logged,
+                                                          FAILPOINT_HOLD_BEFORE_SEND)
     assert run_until_idle(tmp_path / "B", bootstrap, topics, "g-paused")["events_read"] == produced
     os.kill(paused.process.pid, signal.SIGCONT)
     release.touch()
@@ -468,16 +476,9 @@ def test_a_worker_paused_past_its_session_with_no_one_to_take_over_sends_its_bat
     batch it held, once, then goes on. Which comes first after the pause, A's question to the group
     or its heartbeat thread's rejoin, is up to the threads: rejoined first, A is a member again and
     sends the batch at once. Either way the batch is on the log once and nothing is rebuilt."""
-    bootstrap, events, release = kafka_broker.bootstrap, tmp_path / "events.jsonl", tmp_path / "release"
-    produced = write_events(events, 250)
-    load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
-    produce_files([events], bootstrap, topics, progress=False)
-
-    paused = logged(tmp_path / "A", bootstrap, topics, "g-paused-alone", exit_when_idle=4,
-                    failpoints={FAILPOINT_HOLD_BEFORE_SEND: f"1:{release}"})
-    wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
-               "A holds its first batch")
-    os.kill(paused.process.pid, signal.SIGSTOP)
+    bootstrap = kafka_broker.bootstrap
+    paused, produced, release = paused_at_its_first_batch(tmp_path, bootstrap, topics, "g-paused-alone", logged,
+                                                          FAILPOINT_HOLD_BEFORE_SEND)
     time.sleep(4)  # the group's session is 1 s: A is dropped
     release.touch()  # first, so that A's question to the group is not held up behind the file's poll
     os.kill(paused.process.pid, signal.SIGCONT)
@@ -852,16 +853,9 @@ def test_a_batch_a_dropped_worker_sends_after_the_new_owners_fence_is_dropped_an
     batch: it lands after B's fence with A's lower epoch, and no reader applies it. A, back in the
     group, rebuilds from the log, finds its own batch dropped there, discards its state and rebuilds
     it from scratch: it ends with B's versions, transaction times included, as a replica has them."""
-    bootstrap, events, release = kafka_broker.bootstrap, tmp_path / "events.jsonl", tmp_path / "release"
-    produced = write_events(events, 250)
-    load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
-    produce_files([events], bootstrap, topics, progress=False)
-
-    paused = logged(tmp_path / "A", bootstrap, topics, "g-window", exit_when_idle=4,
-                    failpoints={FAILPOINT_HOLD_AFTER_CHECK: f"1:{release}"})
-    wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
-               "A holds its first batch, checked")
-    os.kill(paused.process.pid, signal.SIGSTOP)
+    bootstrap = kafka_broker.bootstrap
+    paused, produced, release = paused_at_its_first_batch(tmp_path, bootstrap, topics, "g-window", logged,
+                                                          FAILPOINT_HOLD_AFTER_CHECK)
     assert run_until_idle(tmp_path / "B", bootstrap, topics, "g-window")["events_read"] == produced
     release.touch()
     os.kill(paused.process.pid, signal.SIGCONT)

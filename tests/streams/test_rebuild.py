@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
+
 from streams.rebuild import Rebuilds
 
 
@@ -89,3 +91,23 @@ def test_closing_everything_leaves_nothing_waiting() -> None:
     rebuilds.suspend(set(rebuilds.waiting))
     assert rebuilds.close_suspended() == [0, 1]
     assert all(r.closed for r in started.values()) and not rebuilds.waiting and not rebuilds.suspended
+
+
+def test_a_step_that_raises_leaves_every_rebuild_of_the_slice_to_be_closed() -> None:
+    """Partition 0's rebuild ends in the slice in which partition 1's raises (its state was disowned,
+    say): both are still waiting, so that letting them go closes both, and neither counts as rebuilt."""
+    rebuilds, _ = rebuilds_of({})
+    rebuilds.expect([0, 1])
+    ending, raising = FakeRebuild(0, 1), FakeRebuild(1, 5)
+
+    def disowned(budget: float) -> bool:
+        raise RuntimeError("disowned")
+
+    raising.step = disowned  # type: ignore[method-assign]
+    rebuilds.waiting.update({0: ending, 1: raising})
+    with pytest.raises(RuntimeError, match="disowned"):
+        rebuilds.advance()
+    assert ending.steps == 1 and set(rebuilds.waiting) == {0, 1} and rebuilds.rebuilt == []
+    set_aside = rebuilds.suspend({0, 1})
+    rebuilds.close_suspended()
+    assert set_aside == [ending, raising] and ending.closed and raising.closed
