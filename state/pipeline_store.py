@@ -7,6 +7,9 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
+from typing import NamedTuple
+
+import orjson
 
 from state.keys import pack, unpack
 from state.kv import OrderedKV
@@ -18,8 +21,9 @@ _LINEAGE = b"M" + pack("lineage")
 _REBUILDING = b"M" + pack("rebuilding")
 """Log partitions this state claimed and has not finished rebuilding (one row each, ``pack(partition)``)."""
 _GIVEN_UP = b"M" + pack("given_up")
-"""Log partitions this state gave up in a rebalance, each with where the partition's log ended then
-and the record id this state last sent there (``pack(partition)`` -> ``OFFSET RECORD_ID``): of that
+"""Log partitions this state gave up in a rebalance, each with where the partition's log ended then,
+the record id this state last sent there and the epoch of its fence there (``pack(partition)`` ->
+``[OFFSET, RECORD_ID, [ERA, GENERATION] | null]``; before session 20 ``OFFSET RECORD_ID``): of that
 partition, the state holds the log before that offset, if the record before it is that one."""
 
 _FENCE = b"M" + pack("fence")
@@ -27,8 +31,13 @@ _FENCE = b"M" + pack("fence")
 wrote (a worker: its markers there carry it; a rebuild that starts past the beginning judges batches
 by it, and a batch of its own the log dropped shows by it) or read (a replica: ``streams.fences``)."""
 
-GivenUp = tuple[int, str]
-"""(the log's end when the partition was given up, the record id this state last sent there)."""
+class GivenUp(NamedTuple):
+    end: int
+    """The log's end when the partition was given up."""
+    record_id: str
+    """The record id this state last sent there."""
+    fence: tuple[int, int] | None = None
+    """The epoch of this state's fence there then: the last fence before ``end``."""
 _FRAME = struct.Struct(">HHIi")
 """Outbox frame header: the sizes of topic, key and value, and the partition (-1: the key's)."""
 _FRAMED_WITH_PARTITION = b"\xfe\x02"
@@ -80,17 +89,23 @@ class PipelineStore:
         """Where each log partition this state gave up ended when it did, and what it last sent there (``give_up``)."""
         found = {}
         for key, value in self.kv.scan(_GIVEN_UP):
-            end, _, record_id = value.decode().partition(" ")
-            found[int(unpack(key[len(_GIVEN_UP):])[0])] = (int(end), record_id)
+            partition = int(unpack(key[len(_GIVEN_UP):])[0])
+            if value.startswith(b"["):
+                end, record_id, fence = orjson.loads(value)
+                found[partition] = GivenUp(int(end), str(record_id), tuple(fence) if fence is not None else None)
+            else:
+                end, _, record_id = value.decode().partition(" ")
+                found[partition] = GivenUp(int(end), record_id)
         return found
 
     def give_up(self, log_ends: dict[int, GivenUp]) -> None:
         """Note, per log partition, where its log ends as this state gives the partition up, and the id
-        of the last record it sent there: if the partition comes back after another worker held it,
-        a rebuild need replay only the log from there, once it finds that record right before."""
+        of the last record it sent there, and its fence there: if the partition comes back after
+        another worker held it, a rebuild need replay only the log from there, once it finds that
+        record right before, judging batches by that fence."""
         if log_ends:
-            self.kv.write([(_GIVEN_UP + pack(partition), f"{end} {record_id}".encode())
-                           for partition, (end, record_id) in log_ends.items()])
+            self.kv.write([(_GIVEN_UP + pack(partition), orjson.dumps(list(GivenUp(*note))))
+                           for partition, note in log_ends.items()])
 
     def take_back(self, partitions: Sequence[int]) -> None:
         """Forget where these partitions were given up: the state applies their inputs again, and then

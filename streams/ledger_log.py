@@ -421,9 +421,10 @@ class Replay:
     tenant, so the batch's tenant markers before it are each applied once, also across a restart
     between them (a tenant's events and its log records share the partition number). A marker seen
     again before that (a send cut short, then re-sent) is dropped, and records of another batch than
-    the held ones (the rest of a send cut short) discard what is held. Within a batch a record id
-    counts once. Markers of logs written before markers named their batch move ``inputs_seen`` at
-    once and are always applied, as then.
+    the held ones of the same writer (the rest of a send cut short) discard what is held. Batches of
+    two writers (a late one's among the owner's) are held apart, by the worker their ids name.
+    Within a batch a record id counts once. Markers of logs written before markers named their batch
+    move ``inputs_seen`` at once and are always applied, as then.
 
     Fences (``streams.fences``): per log partition the highest fence read so far is kept in
     ``fences`` (a caller that starts past a partition's beginning hands in the last one before), a
@@ -437,7 +438,8 @@ class Replay:
     """Markers dropped for an epoch below their partition's fence."""
     fenced_off_epochs: set[Epoch | None] = field(default_factory=set)
     """The epochs those markers carried."""
-    _open: dict[int, _Open] = field(default_factory=dict)
+    _open: dict[int, dict[str | None, _Open]] = field(default_factory=dict)
+    """Per log partition and writer (``_writer``): the batch being read."""
     _applied: dict[int, set[str]] = field(default_factory=dict)
     """Per log partition: the markers applied since ``inputs_seen`` last moved there."""
     _short: dict[int, dict[str, set[str]]] = field(default_factory=dict)
@@ -461,10 +463,11 @@ class Replay:
                 continue
             if kind == "probe":
                 continue
-            held = self._open.get(partition)
             batch = record.get("batch")
+            open_here = self._open.setdefault(partition, {})
+            held = open_here.get(_writer(batch))
             if held is None or (batch is not None and held.batch is not None and held.batch != batch):
-                held = self._open[partition] = _Open(PendingLedger(self.reader), batch)
+                held = open_here[_writer(batch)] = _Open(PendingLedger(self.reader), batch)
             record_id = record.get("record_id")
             if record_id is not None:
                 if record_id in held.record_ids:
@@ -483,7 +486,7 @@ class Replay:
 
     def _close(self, marker: dict, commit, inputs_seen: dict[tuple[str, int], int], partition: int) -> None:
         batch, tenant = marker.get("batch"), marker["tenant"]
-        held = self._open.pop(partition, None)
+        held = self._open.get(partition, {}).pop(_writer(batch), None)
         fence, epoch = self.fences.get(partition), epoch_of(marker)
         if fence is not None and (epoch is None or epoch < fence):
             self.fenced_off += 1
@@ -540,6 +543,11 @@ class Replay:
             if not missing:
                 del short[batch]
         return True
+
+
+def _writer(batch: str | None) -> str | None:
+    """The worker that wrote a batch, as its id names it (``WORKER-N-OFFSET``); None for logs of before."""
+    return batch.rsplit("-", 2)[0] if batch is not None else None
 
 
 def _hold(held: _Open, kind: str | None, record: dict) -> None:

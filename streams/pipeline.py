@@ -39,7 +39,7 @@ from processors.ledger import Misrouted
 from processors.pending import BatchCounts, PendingLedger
 from schemas.ontology import Ontology, default_ontology
 from state.kv import RocksKV
-from state.pipeline_store import PipelineStore
+from state.pipeline_store import GivenUp, PipelineStore
 from state.store import EncodedVersion, LedgerStore
 from streams.claims import claim_partitions, latest_claims
 from streams.fences import Epoch, Fencer, NotAMember, group_generation
@@ -152,6 +152,8 @@ class LedgerWorker:
         self.fencer = Fencer(self.producer, config.topics.name(Topic.EDGE_VERSIONS), config.worker_id,
                              lambda: self.bookkeeping.lineage, lambda: group_generation(self.consumer),
                              self._confirm_member, lambda epochs: self.bookkeeping.record_fences(epochs))
+        self._must_rejoin = False
+        """An assignment could not fence its partitions: the loop lets them go and joins again."""
         self._fences: dict[int, Epoch] = {}
         """Per log partition: the epoch of the fence this worker put there when it last took the
         partition; its markers there carry it (``streams.fences``)."""
@@ -251,7 +253,17 @@ class LedgerWorker:
         claim_partitions(self.producer, self.config.topics, self.config.group_id,
                          sorted(assigned), self.bookkeeping.lineage, self.config.worker_id)
         # After the parked batch is sent (``_settle_parked``), which carries the fence before this one.
-        self._fence(sorted(assigned - set(behind)))
+        try:
+            self._fence(sorted(assigned - set(behind)))
+        except NotAMember as lost:
+            # Nothing of this assignment is applied (``_apply`` skips what is not ``assigned``): the loop
+            # lets it go and joins again.
+            log.warning("worker %s cannot fence its partitions and joins the group again: %s",
+                        self.config.worker_id, lost)
+            self._must_rejoin = True
+            consumer.assign(partitions)
+            consumer.pause(partitions)
+            return
         held: list[TopicPartition] = []
         for tp in partitions:
             if tp.partition in behind:
@@ -296,14 +308,8 @@ class LedgerWorker:
         synchronous commit, here of the offsets the group holds for the input partitions of that number
         (0 where it holds none), which moves nothing."""
         asked = self.consumer.committed([TopicPartition(topic, partition) for topic in self._inputs], timeout=30)
-        offsets = [tp for tp in asked if tp.offset >= 0] or [TopicPartition(self._inputs[0], partition, 0)]
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-            return True
-        except KafkaException as error:
-            if error.args[0].code() in NOT_A_MEMBER:
-                return False
-            raise
+        held = [tp for tp in asked if tp.offset >= 0]
+        return self._ask_membership(held or [TopicPartition(self._inputs[0], partition, 0)])
 
     def _resume_offset(self, tp: TopicPartition) -> int:
         """Right after the last offset this state applied (not the group's), or the beginning."""
@@ -343,13 +349,14 @@ class LedgerWorker:
         if self._crash_in_rebuild:
             os._exit(CRASH_EXIT_CODE)
         self._last_sent.pop(partition, None)
-        start_at, start_after = self.bookkeeping.given_up_at().get(partition, (OFFSET_BEGINNING, ""))
+        start_at, start_after, start_fence = self.bookkeeping.given_up_at().get(
+            partition, GivenUp(OFFSET_BEGINNING, ""))
         log.info("worker %s rebuilds partition %d from the log, %s", self.config.worker_id, partition,
                  f"from offset {start_at}, where it gave the partition up" if start_at >= 0 else "from the beginning")
         applied = {position: offset for position, offset in self.applied_offsets.items() if position[1] == partition}
         return PartitionRebuild(self.store, self.bookkeeping, self.config.bootstrap, self.config.group_id,
                                 self.config.topics.name(Topic.EDGE_VERSIONS), partition, applied, start_at, start_after,
-                                fencer=self.fencer, fence_it=fence_it, quiet_for=quiet_for,
+                                start_fence=start_fence, fencer=self.fencer, fence_it=fence_it, quiet_for=quiet_for,
                                 stalled_after=stalled_after, slowed_by=self._rebuild_slowed_by)
 
     def _finish_rebuild(self, rebuild: PartitionRebuild) -> None:
@@ -508,14 +515,15 @@ class LedgerWorker:
             try:
                 _, end = self.consumer.get_watermark_offsets(TopicPartition(log_topic, partition),
                                                              timeout=10, cached=False)
-                ends[partition] = (end, last_sent)
+                ends[partition] = GivenUp(end, last_sent, self._fences.get(partition))
             except (KafkaException, RuntimeError) as error:  # RuntimeError: the consumer is closing
                 log.warning("worker %s could not read where %s[%d] ends (%s): if it comes back after another "
                             "worker held it, it is rebuilt from the beginning", self.config.worker_id, log_topic,
                             partition, error)
         if ends:
             try:
-                claims = latest_claims(self.producer, self.config.bootstrap, self.config.topics, self.config.group_id)
+                claims = latest_claims(self.producer, self.config.bootstrap, self.config.topics, self.config.group_id,
+                                       timeout=10)  # inside the rebalance: the group waits
             except (KafkaException, RuntimeError, TimeoutError) as error:
                 log.warning("worker %s could not read the partition claims (%s): partitions %s are rebuilt from "
                             "the beginning if they come back", self.config.worker_id, error, sorted(ends))
@@ -532,6 +540,10 @@ class LedgerWorker:
         """One consume-process-produce round; returns how many input records it applied. Each stage is
         a method of its own, so a benchmark can time them by overriding (``tests.benchmarks.pipeline_load``)."""
         messages = self._consume()
+        if self._must_rejoin:
+            self._must_rejoin = False
+            self._join_again()
+            return 0
         if not messages:
             return 0
         pending, consumed = self._apply(messages)
@@ -571,10 +583,15 @@ class LedgerWorker:
         no offset past what the log holds. Other errors are retried, then raised (the worker stops,
         and its restart settles the batch from the outbox)."""
         started = [TopicPartition(topic, partition, offset) for (topic, partition), offset in self._batch_first.items()]
+        return self._ask_membership(started)
+
+    def _ask_membership(self, offsets: list[TopicPartition]) -> bool:
+        """Commit ``offsets`` synchronously: True once the coordinator takes them, False when it answers
+        that this worker is not a member of its generation; other errors are retried, then raised."""
         attempt = 1
         while True:
             try:
-                self.consumer.commit(offsets=started, asynchronous=False)
+                self.consumer.commit(offsets=offsets, asynchronous=False)
                 return True
             except KafkaException as error:
                 if error.args[0].code() in NOT_A_MEMBER:

@@ -72,6 +72,9 @@ class PartitionRebuild:
     """The id of the record this state last sent to the partition, which must be the one right
     before ``start_at``: otherwise the log is not the one the state gave up, or someone else
     wrote to it before the state let go, and the rebuild reads from the beginning."""
+    start_fence: Epoch | None = None
+    """The epoch of this state's fence on the partition when it was given up at ``start_at``: the last
+    fence before there."""
     fencer: Fencer | None = None
     """Writes the probe, and the fence (required)."""
     fence_it: bool = True
@@ -107,9 +110,9 @@ class PartitionRebuild:
             if self.start_at > 0 and not self._follows_own_record():
                 self.start_at = OFFSET_BEGINNING
             # Read from the beginning, the rebuild meets every fence there; from further on, it goes
-            # on from the last fence this state knows there.
+            # on from the last fence before there.
             self._own_fence = self.bookkeeping.fences().get(self.partition)
-            known = self._own_fence if self.start_at > 0 else None
+            known = self.start_fence if self.start_at > 0 else None
             self._replay = Replay(self.store, {self.partition: known} if known is not None else {})
             self._reader.assign([TopicPartition(self.log_topic, self.partition, self.start_at)])
             self._read_to_new_probe()

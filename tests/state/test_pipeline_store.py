@@ -1,5 +1,6 @@
 """The worker's bookkeeping: input offsets and the outbox survive as written, in commit order."""
 
+from state import keys
 from state.kv import MemoryKV
 from state.pipeline_store import PipelineStore
 
@@ -48,12 +49,15 @@ def test_rebuild_marks_last_until_each_rebuild_ends() -> None:
 def test_where_a_partition_was_given_up_lasts_until_it_is_taken_back_or_rebuilt() -> None:
     kv = MemoryKV()
     store = PipelineStore(kv)
-    store.give_up({0: (257, "w-9-40/partition-0"), 1: (3, "w-2-7/partition-1"), 3: (40, "a b/partition-3")})
-    assert PipelineStore(kv).given_up_at() == {0: (257, "w-9-40/partition-0"), 1: (3, "w-2-7/partition-1"),
-                                               3: (40, "a b/partition-3")}, "kept with the state"
+    store.give_up({0: (257, "w-9-40/partition-0", (0, 4)), 1: (3, "w-2-7/partition-1"), 3: (40, "a b/partition-3")})
+    assert PipelineStore(kv).given_up_at() == {0: (257, "w-9-40/partition-0", (0, 4)),
+                                               1: (3, "w-2-7/partition-1", None),
+                                               3: (40, "a b/partition-3", None)}, "kept with the state"
     store.take_back([1])
     store.begin_rebuilds([3])
     store.end_rebuild(3)
-    assert store.given_up_at() == {0: (257, "w-9-40/partition-0")}
-    store.give_up({0: (300, "w-12-90/partition-0")})
-    assert store.given_up_at() == {0: (300, "w-12-90/partition-0")}, "the latest"
+    assert store.given_up_at() == {0: (257, "w-9-40/partition-0", (0, 4))}
+    store.give_up({0: (300, "w-12-90/partition-0", (1, 2))})
+    assert store.given_up_at() == {0: (300, "w-12-90/partition-0", (1, 2))}, "the latest"
+    kv.write([(b"M" + keys.pack("given_up") + keys.pack(5), b"77 w 1-3-9/partition-5")])
+    assert store.given_up_at()[5] == (77, "w 1-3-9/partition-5", None), "a note of before session 20"

@@ -494,3 +494,18 @@ def test_a_group_made_anew_fences_in_the_next_era() -> None:
     assert next_epoch((0, 57), 0) == (1, 0)
     rebuilt, replay = _replayed([_fence(0, 57), _fence(1, 0), *log])
     assert _everyone(rebuilt) == _everyone(store) and replay.fenced_off == 0
+
+
+def test_a_late_batch_landing_in_the_middle_of_the_owners_batch_takes_nothing_of_it() -> None:
+    """A's late batch arrives while B, the owner, is sending one: between B's records, before B's
+    markers. Held apart by writer, A's batch is dropped at its markers and B's is applied whole."""
+    store, log = _two_tenant_log((0, 2))
+    start, end = _a_batch_of_both(log)
+    batch_id = orjson.loads(log[start])["batch"].encode()
+    late = [raw.replace(batch_id, b"zombie-1-5") for raw in _written_at(log[start:end], (0, 1))]
+    middle = (start + _first_marker(log, start)) // 2
+    assert start < middle, "the owner's batch has records before its first marker"
+
+    rebuilt, replay = _replayed([_fence(0, 2), *log[:middle], *late, *log[middle:]])
+    assert _everyone(rebuilt) == _everyone(store)
+    assert replay.fenced_off == 3
