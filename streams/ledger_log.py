@@ -422,8 +422,9 @@ class Replay:
     between them (a tenant's events and its log records share the partition number). A marker seen
     again before that (a send cut short, then re-sent) is dropped, and records of another batch than
     the held ones of the same writer (the rest of a send cut short) discard what is held. Batches of
-    two writers (a late one's among the owner's) are held apart, by the worker their ids name.
-    Within a batch a record id counts once. Markers of logs written before markers named their batch
+    two writers (a late one's among the owner's) are held apart, by the worker their ids name, on a
+    partition with a fence (logs of before fences are read as then). Within a batch a record id
+    counts once. Markers of logs written before markers named their batch
     move ``inputs_seen`` at once and are always applied, as then.
 
     Fences (``streams.fences``): per log partition the highest fence read so far is kept in
@@ -464,10 +465,10 @@ class Replay:
             if kind == "probe":
                 continue
             batch = record.get("batch")
-            open_here = self._open.setdefault(partition, {})
-            held = open_here.get(_writer(batch))
+            open_here, writer = self._open.setdefault(partition, {}), self._writer(batch, partition)
+            held = open_here.get(writer)
             if held is None or (batch is not None and held.batch is not None and held.batch != batch):
-                held = open_here[_writer(batch)] = _Open(PendingLedger(self.reader), batch)
+                held = open_here[writer] = _Open(PendingLedger(self.reader), batch)
             record_id = record.get("record_id")
             if record_id is not None:
                 if record_id in held.record_ids:
@@ -476,17 +477,25 @@ class Replay:
             _hold(held, kind, record)
         return count
 
+    def _writer(self, batch: str | None, partition: int) -> str | None:
+        """Whose open batch a record of ``batch`` joins: on a fenced partition the worker its id names
+        (``WORKER-N-OFFSET``), elsewhere one for all, as before fences."""
+        return batch.rsplit("-", 2)[0] if batch is not None and partition in self.fences else None
+
     def _fence(self, record: dict, partition: int) -> None:
         epoch, latest = epoch_of(record), self.fences.get(partition)
         if epoch is not None and (latest is None or epoch > latest):
             self.fences[partition] = epoch
+            # A batch still open here can only close with a marker below this fence: a new owner
+            # fences before it writes, and a worker re-sends what it parked before it fences.
+            self._open.pop(partition, None)
         else:
             log.warning("log partition %d: fence %s of epoch %s is not above the partition's fence %s: a late "
                         "one, ignored", partition, record.get("record_id"), epoch, latest)
 
     def _close(self, marker: dict, commit, inputs_seen: dict[tuple[str, int], int], partition: int) -> None:
         batch, tenant = marker.get("batch"), marker["tenant"]
-        held = self._open.get(partition, {}).pop(_writer(batch), None)
+        held = self._open.get(partition, {}).pop(self._writer(batch, partition), None)
         fence, epoch = self.fences.get(partition), epoch_of(marker)
         if fence is not None and (epoch is None or epoch < fence):
             self.fenced_off += 1
@@ -543,11 +552,6 @@ class Replay:
             if not missing:
                 del short[batch]
         return True
-
-
-def _writer(batch: str | None) -> str | None:
-    """The worker that wrote a batch, as its id names it (``WORKER-N-OFFSET``); None for logs of before."""
-    return batch.rsplit("-", 2)[0] if batch is not None else None
 
 
 def _hold(held: _Open, kind: str | None, record: dict) -> None:

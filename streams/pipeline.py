@@ -245,7 +245,6 @@ class LedgerWorker:
             behind = sorted({tp.partition for tp in partitions})
         assigned = {tp.partition for tp in partitions}
         behind = sorted(set(behind) | (self.bookkeeping.rebuilding() & assigned))
-        self.bookkeeping.take_back(sorted(assigned - set(behind)))
         # Claimed before the rebuilds, which can take long: a worker that takes a partition over
         # meanwhile claims it after this one, so the last claim names the later owner. The rebuilds
         # are marked first, so that a crash during one is not mistaken, by the claim, for its end.
@@ -255,6 +254,7 @@ class LedgerWorker:
         # After the parked batch is sent (``_settle_parked``), which carries the fence before this one.
         try:
             self._fence(sorted(assigned - set(behind)))
+            self.bookkeeping.take_back(sorted(assigned - set(behind)))  # its state applies their inputs again
         except NotAMember as lost:
             # Nothing of this assignment is applied (``_apply`` skips what is not ``assigned``): the loop
             # lets it go and joins again.
@@ -263,6 +263,7 @@ class LedgerWorker:
             self._must_rejoin = True
             consumer.assign(partitions)
             consumer.pause(partitions)
+            self._assigned_at = time.monotonic()
             return
         held: list[TopicPartition] = []
         for tp in partitions:
@@ -583,7 +584,10 @@ class LedgerWorker:
         no offset past what the log holds. Other errors are retried, then raised (the worker stops,
         and its restart settles the batch from the outbox)."""
         started = [TopicPartition(topic, partition, offset) for (topic, partition), offset in self._batch_first.items()]
-        return self._ask_membership(started)
+        if self._ask_membership(started):
+            return True
+        log.warning("worker %s does not send batch %d", self.config.worker_id, self._batches)
+        return False
 
     def _ask_membership(self, offsets: list[TopicPartition]) -> bool:
         """Commit ``offsets`` synchronously: True once the coordinator takes them, False when it answers
@@ -595,12 +599,12 @@ class LedgerWorker:
                 return True
             except KafkaException as error:
                 if error.args[0].code() in NOT_A_MEMBER:
-                    log.warning("worker %s is no longer a member of the group (%s): batch %d is not sent",
-                                self.config.worker_id, error.args[0].str(), self._batches)
+                    log.warning("worker %s is no longer a member of the group (%s)", self.config.worker_id,
+                                error.args[0].str())
                     return False
                 if attempt == OWNERSHIP_CHECK_ATTEMPTS:
                     raise
-                log.warning("worker %s could not confirm it still owns its partitions (%s); asking again",
+                log.warning("worker %s could not confirm it is still a member of the group (%s); asking again",
                             self.config.worker_id, error.args[0].str())
                 time.sleep(0.5 * attempt)
                 attempt += 1

@@ -509,3 +509,17 @@ def test_a_late_batch_landing_in_the_middle_of_the_owners_batch_takes_nothing_of
     rebuilt, replay = _replayed([_fence(0, 2), *log[:middle], *late, *log[middle:]])
     assert _everyone(rebuilt) == _everyone(store)
     assert replay.fenced_off == 3
+
+
+def test_a_fence_lets_go_of_batches_left_open_before_it() -> None:
+    """A send cut short before a fence can only be closed by a marker below the fence: a replica does
+    not keep its records for ever (each restarted worker writes under a new worker id)."""
+    _, log = _two_tenant_log((0, 1))
+    start, _ = _a_batch_of_both(log)
+    cut = _first_marker(log, start)
+    rebuilt = LedgerStore(MemoryKV())
+    replay = Replay(rebuilt, {0: (0, 1)})
+    replay.feed(log[start:cut], lambda pending: rebuilt.commit(pending), {})
+    assert replay._open[0], "the records before the first marker are held"
+    replay.feed([_fence(0, 2)], lambda pending: rebuilt.commit(pending), {})
+    assert not replay._open.get(0)
