@@ -517,8 +517,9 @@ def test_a_rebuild_reads_to_the_end_of_the_log_however_long_the_broker_is_silent
                                                                                  topics: TopicSettings,
                                                                                  tmp_path: Path) -> None:
     """A rebuild that stopped at the first quiet second ended early when the broker paused, and the
-    worker then applied inputs already on the log again. Here no fetch comes back within the quiet
-    period at all (a tenth of a millisecond): the rebuild still reads to the log's end."""
+    worker then applied inputs already on the log again. A rebuild reads to a probe it sends now:
+    with a quiet period no fetch comes back within (a tenth of a millisecond), it still reads to the
+    log's end."""
     bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
     write_events(events, 150)
     produce_files([events], bootstrap, topics, progress=False)
