@@ -878,3 +878,28 @@ def test_a_batch_a_dropped_worker_sends_after_the_new_owners_fence_is_dropped_an
     assert stored_versions(tmp_path / "B") == stored_versions(tmp_path / "replica")
     assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
         "A holds the versions as the log has them, with B's transaction times, not its own batch's")
+
+
+def test_a_worker_that_comes_back_in_a_group_made_anew_fences_in_the_next_era(
+        kafka_broker: EmbeddedBroker, topics: TopicSettings, tmp_path: Path) -> None:
+    """A applies a stream in one group, then comes back with its state in a new group (another
+    `--group`; or its offsets expired), whose generations start again below the fences A wrote. The
+    group confirms A a member, A fences its partitions in the next era, and a replica applies the
+    batches of both groups: it ends with `load`'s versions, as A does."""
+    bootstrap, first, second = kafka_broker.bootstrap, tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    write_events(first, 100)
+    write_events(second, 100, seed=7, id_prefix="more")
+    load_into(tmp_path / "load", [first, second], simulated_clock=False, ontology_path=None)
+    produce_files([first], bootstrap, topics, progress=False)
+    for _ in range(3):  # a few rebalances, so that the old group's generations are above the new one's first
+        run_until_idle(tmp_path / "A", bootstrap, topics, "g-old-group", idle=2)
+    produce_files([second], bootstrap, topics, progress=False)
+    run_until_idle(tmp_path / "A", bootstrap, topics, "g-new-group", idle=3)
+
+    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
+    assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica")
+    fences = [tuple(record["epoch"]) for record in read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS))
+              if record["kind"] == "fence"]
+    assert max(fences)[0] == 1 and any(era == 0 and generation > 0 for era, generation in fences), (
+        f"the old group's fences, then the new group's in the next era: {fences}")
