@@ -27,9 +27,9 @@ the record id this state last sent there and the epoch of its fence there (``pac
 partition, the state holds the log before that offset, if the record before it is that one."""
 
 _FENCE = b"M" + pack("fence")
-"""The last fence on each log partition (``pack(partition)`` -> ``ERA GENERATION``) that this state
-wrote (a worker: its markers there carry it; a rebuild that starts past the beginning judges batches
-by it, and a batch of its own the log dropped shows by it) or read (a replica: ``streams.fences``)."""
+"""The last fence on each log partition (``pack(partition)`` -> ``[ERA, GENERATION]``, as a given-up
+note holds it) that this state wrote (a worker: its markers there carry it, and a batch of its own
+the log dropped shows by it) or read (a replica: ``streams.fences``)."""
 
 class GivenUp(NamedTuple):
     end: int
@@ -117,13 +117,12 @@ class PipelineStore:
         """The last fence's epoch (era, generation) on each log partition, as this state knows it."""
         found = {}
         for key, value in self.kv.scan(_FENCE):
-            era, generation = value.split()
+            era, generation = orjson.loads(value)
             found[int(unpack(key[len(_FENCE):])[0])] = (int(era), int(generation))
         return found
 
     def fence_puts(self, fences: dict[int, tuple[int, int]]) -> list[tuple[bytes, bytes]]:
-        return [(_FENCE + pack(partition), f"{era} {generation}".encode())
-                for partition, (era, generation) in fences.items()]
+        return [(_FENCE + pack(partition), orjson.dumps(list(epoch))) for partition, epoch in fences.items()]
 
     def record_fences(self, fences: dict[int, tuple[int, int]]) -> None:
         if fences:

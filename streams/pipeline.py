@@ -151,7 +151,7 @@ class LedgerWorker:
         """Log partitions to rebuild before their inputs resume (``streams.rebuild.Rebuilds``)."""
         self.fencer = Fencer(self.producer, config.topics.name(Topic.EDGE_VERSIONS), config.worker_id,
                              lambda: self.bookkeeping.lineage, lambda: group_generation(self.consumer),
-                             self._confirm_member, lambda epochs: self.bookkeeping.record_fences(epochs))
+                             self._confirm_member, self._keep_fences)
         self._must_rejoin = False
         """An assignment could not fence its partitions: the loop lets them go and joins again."""
         self._fences: dict[int, Epoch] = {}
@@ -300,9 +300,13 @@ class LedgerWorker:
         own, or one it read, can be there but a late writer's, of a lower epoch."""
         known = self.bookkeeping.fences()
         written = self.fencer.fence({p: known.get(p) for p in partitions if p < self._log_partitions})
-        for partition, (epoch, record_id) in written.items():
-            self._fences[partition] = epoch
+        for partition, (_, record_id) in written.items():
             self._last_sent[partition] = record_id  # what a rebuild from where it is given up looks for
+
+    def _keep_fences(self, epochs: dict[int, Epoch]) -> None:
+        """Every fence this worker writes, before it is delivered: in its state, and for its markers."""
+        self.bookkeeping.record_fences(epochs)
+        self._fences.update(epochs)
 
     def _confirm_member(self, partition: int) -> bool:
         """Whether the group counts this worker a member now, asked as ``_still_a_member`` asks: a
@@ -331,7 +335,6 @@ class LedgerWorker:
             return
         except NotAMember as lost:
             log.warning("worker %s stops its rebuilds and joins the group again: %s", self.config.worker_id, lost)
-            self._abandon_rebuilds()
             self._join_again()
             return
         for rebuild in finished:
@@ -363,8 +366,7 @@ class LedgerWorker:
     def _finish_rebuild(self, rebuild: PartitionRebuild) -> None:
         rebuild.close()
         self._restore_offsets(rebuild)
-        if rebuild.epoch is not None:
-            self._fences[rebuild.partition] = rebuild.epoch
+        if rebuild.fence_id:
             self._last_sent[rebuild.partition] = rebuild.fence_id
         self.bookkeeping.end_rebuild(rebuild.partition)
         log.info("worker %s rebuilt partition %d from %d log records (offset %d on) in %.1f s", self.config.worker_id,
