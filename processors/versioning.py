@@ -206,7 +206,7 @@ class Versioner:
             believed, competing = self._believed_and_competing(fact, provenance.authority)
         else:
             believed, competing = self._believed(fact.src, fact.rel, fact.dst, provenance.authority, fact.phrase), []
-        if believed and any(_restates(v, fact, provenance) for v in believed):
+        if believed and any(_covers(v, fact, provenance) for v in believed):
             return
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
@@ -304,11 +304,12 @@ def _canonical(version: EdgeVersion) -> tuple[str, str]:
     return (version.dst, version.edge_id)
 
 
-def _restates(version: EdgeVersion, fact: Fact, provenance: Provenance) -> bool:
-    """The fact is already believed exactly as stated, from the same record: nothing to change."""
+def _covers(version: EdgeVersion, fact: Fact, provenance: Provenance) -> bool:
+    """The fact is already believed as stated, from the same record, over all of its interval (and
+    maybe more): stating it again changes nothing."""
     return (
-        version.valid_from == fact.valid_from
-        and version.valid_to == fact.valid_to
+        (version.valid_from is None or (fact.valid_from is not None and version.valid_from <= fact.valid_from))
+        and (version.valid_to is None or (fact.valid_to is not None and fact.valid_to <= version.valid_to))
         and version.source_record == provenance.record
         and version.evidence == fact.evidence
         and version.confidence == fact.confidence

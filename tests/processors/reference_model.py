@@ -11,7 +11,7 @@ A *piece* (what the ledger stores as one believed version) is a maximal run of c
 segments of one key with the same origin.
 
 The rules, per authority A: an assertion sets its interval's segments to itself (unless a piece
-with exactly that interval, record, evidence and confidence is believed: then nothing changes) and,
+with that record, evidence and confidence is believed over the whole interval: then nothing changes) and,
 for a single-valued relationship, deletes them from A's other values; a retraction from t deletes
 [t, +inf), whichever record of A explains the segments (of an ``other`` edge: the keys of the
 retraction's phrase, or of every phrase when it names none); a snapshot of record R deletes from
@@ -316,7 +316,8 @@ class ReferenceLedger:
         believed = self.beliefs.setdefault(key, {})
         stated = (event.record, assertion.evidence, assertion.confidence)
         for segments, provenance in self.pieces(believed):
-            if segments == span and (provenance.record, provenance.evidence, provenance.confidence) == stated:
+            covered = segments.start <= span.start and span.stop <= segments.stop
+            if covered and (provenance.record, provenance.evidence, provenance.confidence) == stated:
                 return False
         provenance = Provenance(event.record, event.version, assertion.evidence, assertion.confidence, origin)
         for index in span:

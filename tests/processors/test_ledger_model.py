@@ -196,7 +196,9 @@ class RestateDraft:
     change: str
 
 
-RESTATE_CHANGES = ("nothing", "evidence", "confidence", "record", "version", "system", "phrase")
+RESTATE_CHANGES = ("nothing", "narrower", "evidence", "confidence", "record", "version", "system", "phrase")
+"""What a restatement changes; ``narrower`` states the same over a later start (or, when the interval
+is one segment, over the same interval): a piece believed over more covers it."""
 
 
 @dataclass(frozen=True)
@@ -396,11 +398,20 @@ def stored_versions(store: LedgerStore, direction: Direction = "out") -> dict[st
     }
 
 
+def later_start(valid_from: str | None, valid_to: str | None) -> str | None:
+    """The next instant after ``valid_from`` if it is still before ``valid_to``, else ``valid_from``."""
+    start = -1 if valid_from is None else BOUNDARIES.index(micros(valid_from))
+    end = len(BOUNDARIES) if valid_to is None else BOUNDARIES.index(micros(valid_to))
+    return spell(start + 1, 0) if start + 1 < end else valid_from
+
+
 def restated(original: ChangeDraft, assertion: AssertDraft, change: str) -> ChangeDraft:
     def other(value: Any, values: tuple[Any, ...]) -> Any:
         return values[(values.index(value) + 1) % len(values)]
 
     sources: dict[str, tuple[Any, ...]] = {"system": SYSTEMS, "record": RECORDS, "version": VERSIONS}
+    if change == "narrower":
+        assertion = replace(assertion, valid_from=later_start(assertion.valid_from, assertion.valid_to))
     if change == "evidence":
         assertion = replace(assertion, evidence=other(assertion.evidence, ("", "ticket-7")))
     if change == "confidence":

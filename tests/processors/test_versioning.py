@@ -229,3 +229,42 @@ def test_ids_from_the_hashed_once_event_digest_are_derive_ids() -> None:
     versioner = Versioner(PendingLedger(LedgerStore(MemoryKV())), vocabulary, "acme", "ev-\x00ü-7", 1)
     made = [versioner._next_id(prefix) for prefix in ("e", "e", "c", "r", "e")]
     assert made == [derive_id(prefix, "acme", "ev-\x00ü-7", str(n)) for n, prefix in enumerate("eecre", 1)]
+
+
+def test_a_restatement_within_what_is_believed_changes_nothing(ledger: Ledger) -> None:
+    """The same record states the same dependency again from a later start, then over a bounded stretch:
+    it is already believed over all of it, so no version is closed or appended and no correction is
+    emitted (before, each restatement split the piece and named new edge ids, which sent agents'
+    answers to replay for nothing)."""
+    ledger.change("cmdb", "svc/S1", version="1").asserts(S1, "depends_on", S2, "2025-01-01", evidence="calls").send()
+    (believed,) = ledger.believed(S1, "depends_on")
+    ledger.change("cmdb", "svc/S1", version="2").asserts(S1, "depends_on", S2, "2025-06-01", evidence="calls").send()
+    ledger.change("cmdb", "svc/S1", version="3").asserts(
+        S1, "depends_on", S2, "2025-07-01", "2025-08-01", evidence="calls").send()
+    assert ledger.believed(S1, "depends_on") == [believed]
+    assert ledger.counts.versions_appended == 1 and ledger.counts.versions_closed == 0
+    assert ledger.counts.corrections == 0
+
+
+def test_a_restatement_reaching_past_what_is_believed_is_applied(ledger: Ledger) -> None:
+    """An earlier start, other evidence or another record is news: the believed piece is superseded."""
+    ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-06-01", "2025-09-01", evidence="calls").send()
+    ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-01-01", "2025-09-01", evidence="calls").send()
+    assert [(v.valid_from, v.valid_to) for v in ledger.believed(S1, "depends_on")] == [
+        _micros("2025-01-01", "2025-09-01")]
+    ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-07-01", "2025-08-01", evidence="new").send()
+    ledger.change("cmdb", "svc/S2").asserts(S1, "depends_on", S2, "2025-02-01", "2025-03-01", evidence="calls").send()
+    pieces = sorted((v.valid_from, v.evidence, v.source_record) for v in ledger.believed(S1, "depends_on"))
+    assert [(evidence, record) for _, evidence, record in pieces] == [
+        ("calls", "svc/S1"), ("calls", "svc/S2"), ("calls", "svc/S1"), ("new", "svc/S1"), ("calls", "svc/S1")]
+    assert ledger.counts.corrections == 3
+
+
+def test_an_unknown_start_covers_a_known_one_and_not_the_other_way_round(ledger: Ledger) -> None:
+    ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, None).send()
+    ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-01-01").send()
+    assert ledger.counts.corrections == 0, "believed at every valid time already"
+    ledger.change("cmdb", "svc/S3").asserts(S1, "depends_on", S3, "2025-01-01").send()
+    ledger.change("cmdb", "svc/S3").asserts(S1, "depends_on", S3, None).send()
+    assert [v.valid_from for v in ledger.believed(S1, "depends_on") if v.dst == S3] == [None]
+    assert ledger.counts.corrections == 1
