@@ -4,7 +4,9 @@ appended edge versions and closed beliefs.
 Versions are never updated or deleted. A change of belief closes the old version's transaction
 interval (``tx_to = tx``) and appends what is now believed: the unaffected remainders of the old
 fact (with the old fact's provenance) and the new fact. Every operation that closes a belief
-emits one correction naming the closed and the appended edge ids.
+emits one correction naming the closed and the appended edge ids. A stretch already believed as an
+assertion states it (same record and content) is not a change of belief: it is left as it is, and
+the assertion appends only what it says anew.
 
 A logical edge is (src, rel, dst) *per authority* (source system): a source can supersede and
 retract only what it asserted itself, and a single-valued relationship closes only competing
@@ -85,8 +87,8 @@ class Versioner:
         self._closed: list[EdgeVersion] = []
         self._appended: list[EdgeVersion] = []
         self._event_digest: hashlib.blake2b | None = None
-        self._conflicts: list[tuple[str, EdgeVersion, list[EdgeVersion]]] = []
-        """(review id, the version asserting a value, its rivals): judged in ``finish`` on what survives."""
+        self._conflicts: list[tuple[str, list[EdgeVersion], list[EdgeVersion]]] = []
+        """(review id, the versions asserting a value, its rivals): judged in ``finish`` on what survives."""
         self._replaced: dict[str, list[EdgeVersion]] = {}
         """A version this event appended and a later assertion of it discarded: the pieces it left."""
 
@@ -178,8 +180,8 @@ class Versioner:
     def finish(self, cause: str) -> None:
         """Emit the event's conflicts and its correction: the committed beliefs it closed and what it
         appended that survives."""
-        for review_id, new, rivals in self._conflicts:
-            self._flag_surviving_conflict(review_id, self._surviving(new), rivals)
+        for review_id, pieces, rivals in self._conflicts:
+            self._flag_surviving_conflict(review_id, [s for new in pieces for s in self._surviving(new)], rivals)
         if not self._closed:
             return
         closed = [v for v in self._closed if v.tx_from != self.tx]
@@ -206,12 +208,18 @@ class Versioner:
             believed, competing = self._believed_and_competing(fact, provenance.authority)
         else:
             believed, competing = self._believed(fact.src, fact.rel, fact.dst, provenance.authority, fact.phrase), []
-        if believed and any(_covers(v, fact, provenance) for v in believed):
+        # What the fact says that is not believed as stated yet. The rest stays as it is: restating
+        # a stretch already believed from the same record, with the same content, is free.
+        unsaid = [fact.interval]
+        for old in believed:
+            if _says(old, fact, provenance):
+                unsaid = [part for piece in unsaid for part in subtract(piece, (old.valid_from, old.valid_to))]
+        if not unsaid:
             return
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
         for old in believed:
-            if overlaps((old.valid_from, old.valid_to), fact.interval):
+            if overlaps((old.valid_from, old.valid_to), fact.interval) and not _says(old, fact, provenance):
                 closed.append(old)
                 appended += self._supersede(old, subtract((old.valid_from, old.valid_to), fact.interval))
         for old in competing:
@@ -219,12 +227,17 @@ class Versioner:
                 closed.append(old)
                 appended += self._supersede(old, subtract((old.valid_from, old.valid_to), fact.interval))
         supersedes = tuple([v.edge_id for v in closed if v.tx_from != self.tx]) if closed else ()
-        new = self._append(fact, fact.interval, provenance, None, supersedes, self.event_id)
-        appended.append(new)
+        pieces = []
+        origin = None
+        for interval in unsaid:  # the first piece is the fact's origin, the others descend from it
+            new = self._append(fact, interval, provenance, origin, supersedes, self.event_id)
+            origin = new.origin
+            pieces.append(new)
+        appended += pieces
         if single_valued:
             # Closing same-authority competitors changes no other authority's version, and what they
-            # leave (and ``new``) cannot compete: the rivals are the other authorities' competitors.
-            self._flag_conflicts(new, [v for v in competing if v.authority != new.authority])
+            # leave (and the new pieces) cannot compete: the rivals are the other authorities' competitors.
+            self._flag_conflicts(pieces, [v for v in competing if v.authority != provenance.authority])
         self._correct("assert", closed, appended)
 
     def _believed_and_competing(self, fact: Fact, authority: str) -> tuple[list[EdgeVersion], list[EdgeVersion]]:
@@ -239,11 +252,11 @@ class Versioner:
         )
         return believed, competing
 
-    def _flag_conflicts(self, new: EdgeVersion, rivals: list[EdgeVersion]) -> None:
-        """Note a conflict for ``finish``: a later assertion of the same event may still cut ``new``. Its
+    def _flag_conflicts(self, pieces: list[EdgeVersion], rivals: list[EdgeVersion]) -> None:
+        """Note a conflict for ``finish``: a later assertion of the same event may still cut the pieces. Its
         review id is taken now, so every id this event derives is the same whatever comes of it."""
         if rivals:
-            self._conflicts.append((self._next_id("r"), new, rivals))
+            self._conflicts.append((self._next_id("r"), pieces, rivals))
 
     def _flag_surviving_conflict(self, review_id: str, survivors: list[EdgeVersion],
                                  rivals: list[EdgeVersion]) -> None:
@@ -304,13 +317,11 @@ def _canonical(version: EdgeVersion) -> tuple[str, str]:
     return (version.dst, version.edge_id)
 
 
-def _covers(version: EdgeVersion, fact: Fact, provenance: Provenance) -> bool:
-    """The fact is already believed as stated, from the same record, over all of its interval (and
-    maybe more): stating it again changes nothing."""
+def _says(version: EdgeVersion, fact: Fact, provenance: Provenance) -> bool:
+    """The version states what the fact states, from the same record: where they overlap, the fact
+    is believed as stated already."""
     return (
-        (version.valid_from is None or (fact.valid_from is not None and version.valid_from <= fact.valid_from))
-        and (version.valid_to is None or (fact.valid_to is not None and fact.valid_to <= version.valid_to))
-        and version.source_record == provenance.record
+        version.source_record == provenance.record
         and version.evidence == fact.evidence
         and version.confidence == fact.confidence
         and version.phrase == fact.phrase

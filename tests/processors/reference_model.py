@@ -10,8 +10,8 @@ assertion it came from). Operations only set or delete segments; there is no int
 A *piece* (what the ledger stores as one believed version) is a maximal run of consecutive
 segments of one key with the same origin.
 
-The rules, per authority A: an assertion sets its interval's segments to itself (unless a piece
-with that record, evidence and confidence is believed over the whole interval: then nothing changes) and,
+The rules, per authority A: an assertion sets its interval's segments to itself, except those
+already explained by the same record, evidence and confidence, which keep their provenance, and,
 for a single-valued relationship, deletes them from A's other values; a retraction from t deletes
 [t, +inf), whichever record of A explains the segments (of an ``other`` edge: the keys of the
 retraction's phrase, or of every phrase when it names none); a snapshot of record R deletes from
@@ -315,12 +315,12 @@ class ReferenceLedger:
         span = self.span(assertion.valid_from, assertion.valid_to)
         believed = self.beliefs.setdefault(key, {})
         stated = (event.record, assertion.evidence, assertion.confidence)
-        for segments, provenance in self.pieces(believed):
-            covered = segments.start <= span.start and span.stop <= segments.stop
-            if covered and (provenance.record, provenance.evidence, provenance.confidence) == stated:
-                return False
+        unsaid = [index for index in span if index not in believed
+                  or (believed[index].record, believed[index].evidence, believed[index].confidence) != stated]
+        if not unsaid:
+            return False
         provenance = Provenance(event.record, event.version, assertion.evidence, assertion.confidence, origin)
-        for index in span:
+        for index in unsaid:
             believed[index] = provenance
         if assertion.rel not in SINGLE_VALUED:
             return False
@@ -330,7 +330,7 @@ class ReferenceLedger:
                 continue
             if authority == event.system:
                 self._remove((src, rel, dst, authority, phrase), span)
-            elif any(index in other for index in span):
+            elif any(index in other for index in unsaid):
                 contradicted = True
         return contradicted
 

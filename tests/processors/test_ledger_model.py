@@ -196,9 +196,10 @@ class RestateDraft:
     change: str
 
 
-RESTATE_CHANGES = ("nothing", "narrower", "evidence", "confidence", "record", "version", "system", "phrase")
+RESTATE_CHANGES = ("nothing", "narrower", "wider", "evidence", "confidence", "record", "version", "system", "phrase")
 """What a restatement changes; ``narrower`` states the same over a later start (or, when the interval
-is one segment, over the same interval): a piece believed over more covers it."""
+is one segment, over the same interval): a piece believed over more covers it; ``wider`` over an
+earlier start (or none): only the stretch before is new."""
 
 
 @dataclass(frozen=True)
@@ -412,6 +413,9 @@ def restated(original: ChangeDraft, assertion: AssertDraft, change: str) -> Chan
     sources: dict[str, tuple[Any, ...]] = {"system": SYSTEMS, "record": RECORDS, "version": VERSIONS}
     if change == "narrower":
         assertion = replace(assertion, valid_from=later_start(assertion.valid_from, assertion.valid_to))
+    if change == "wider" and assertion.valid_from is not None:
+        start = BOUNDARIES.index(micros(assertion.valid_from))
+        assertion = replace(assertion, valid_from=spell(start - 1, 1) if start else None)
     if change == "evidence":
         assertion = replace(assertion, evidence=other(assertion.evidence, ("", "ticket-7")))
     if change == "confidence":

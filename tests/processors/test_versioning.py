@@ -246,25 +246,41 @@ def test_a_restatement_within_what_is_believed_changes_nothing(ledger: Ledger) -
     assert ledger.counts.corrections == 0
 
 
-def test_a_restatement_reaching_past_what_is_believed_is_applied(ledger: Ledger) -> None:
-    """An earlier start, other evidence or another record is news: the believed piece is superseded."""
-    ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-06-01", "2025-09-01", evidence="calls").send()
+def test_a_restatement_reaching_past_what_is_believed_adds_only_what_is_new(ledger: Ledger) -> None:
+    """The believed stretch keeps its version; the stretches on either side are appended as one fact
+    (one origin), with the restatement's provenance. Nothing believed is closed, so no correction."""
+    ledger.change("cmdb", "svc/S1", version="1").asserts(
+        S1, "depends_on", S2, "2025-06-01", "2025-09-01", evidence="calls").send()
+    (first,) = ledger.believed(S1, "depends_on")
+    ledger.change("cmdb", "svc/S1", version="2").asserts(
+        S1, "depends_on", S2, "2025-01-01", "2025-10-01", evidence="calls").send()
+    pieces = sorted(ledger.believed(S1, "depends_on"), key=lambda v: v.valid_from)
+    assert [(v.valid_from, v.valid_to) for v in pieces] == [
+        _micros("2025-01-01", "2025-06-01"), _micros("2025-06-01", "2025-09-01"), _micros("2025-09-01", "2025-10-01")]
+    assert pieces[1] == first
+    assert [v.source_version for v in pieces] == ["2", "1", "2"] and pieces[0].origin == pieces[2].origin
+    assert ledger.counts.versions_closed == 0 and ledger.counts.corrections == 0
+    ledger.send({"kind": "revoke", "event_id": "rv-1", "tenant": "acme", "edge_id": pieces[2].edge_id,
+                 "reason": "the restatement was wrong"})
+    assert ledger.believed(S1, "depends_on") == [first], "a revoke ends both pieces of the restatement"
+
+
+def test_other_evidence_or_another_record_supersedes_the_believed_piece(ledger: Ledger) -> None:
     ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-01-01", "2025-09-01", evidence="calls").send()
-    assert [(v.valid_from, v.valid_to) for v in ledger.believed(S1, "depends_on")] == [
-        _micros("2025-01-01", "2025-09-01")]
     ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-07-01", "2025-08-01", evidence="new").send()
     ledger.change("cmdb", "svc/S2").asserts(S1, "depends_on", S2, "2025-02-01", "2025-03-01", evidence="calls").send()
     pieces = sorted((v.valid_from, v.evidence, v.source_record) for v in ledger.believed(S1, "depends_on"))
     assert [(evidence, record) for _, evidence, record in pieces] == [
         ("calls", "svc/S1"), ("calls", "svc/S2"), ("calls", "svc/S1"), ("new", "svc/S1"), ("calls", "svc/S1")]
-    assert ledger.counts.corrections == 3
+    assert ledger.counts.corrections == 2
 
 
 def test_an_unknown_start_covers_a_known_one_and_not_the_other_way_round(ledger: Ledger) -> None:
     ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, None).send()
     ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-01-01").send()
-    assert ledger.counts.corrections == 0, "believed at every valid time already"
+    assert ledger.counts.versions_appended == 1, "believed at every valid time already"
     ledger.change("cmdb", "svc/S3").asserts(S1, "depends_on", S3, "2025-01-01").send()
     ledger.change("cmdb", "svc/S3").asserts(S1, "depends_on", S3, None).send()
-    assert [v.valid_from for v in ledger.believed(S1, "depends_on") if v.dst == S3] == [None]
-    assert ledger.counts.corrections == 1
+    assert sorted((v.valid_from or 0, v.valid_to or 0) for v in ledger.believed(S1, "depends_on") if v.dst == S3) == [
+        (0, _micros("2025-01-01")[0]), (_micros("2025-01-01")[0], 0)]
+    assert ledger.counts.corrections == 0
