@@ -96,6 +96,13 @@ class PendingLedger:
             ids.remove(version.edge_id)
         self.counts.versions_appended -= 1
 
+    def settle_new(self, version: EdgeVersion) -> None:
+        """Put ``version`` in place of the uncommitted version of the same edge id that this transaction
+        appended: a field settled once its event was done (a fact's origin). Indexes hold ids, not versions."""
+        key = (version.tenant, version.edge_id)
+        assert key in self.versions and self.versions[key].tx_to is None, "only an appended, open version is settled"
+        self.versions[key] = version
+
     def _indexed_under(self, version: EdgeVersion) -> tuple[list[str], list[str], list[str]]:
         """The index lists an appended version is filed in; ``append`` and ``discard_new`` share them,
         so an index cannot be added to one and forgotten in the other."""

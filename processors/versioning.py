@@ -91,6 +91,9 @@ class Versioner:
         """(review id, the versions asserting a value, its rivals): judged in ``finish`` on what survives."""
         self._replaced: dict[str, list[EdgeVersion]] = {}
         """A version this event appended and a later assertion of it discarded: the pieces it left."""
+        self._orphans: list[str] = []
+        """Facts this event asserted whose origin version a later assertion of it discarded (their origin
+        ids): ``finish`` gives each a surviving piece as origin."""
 
     def _next_id(self, prefix: str) -> str:
         """``derive_id(prefix, tenant, event_id, sequence)``. Speed: the event's part of the digest is
@@ -154,13 +157,11 @@ class Versioner:
                     old.phrase)
         provenance = Provenance(old.authority, old.source_record, old.source_version, old.detected_at)
         supersedes = (old.edge_id,) if closed else old.supersedes
-        # A discarded fresh assertion was its own origin: its first surviving piece takes that role.
-        origin = None if not closed and old.origin == old.edge_id else old.origin
-        pieces = []
-        for piece in keep:
-            appended = self._append(fact, piece, provenance, origin, supersedes, old.event_id)
-            origin = appended.origin
-            pieces.append(appended)
+        if not closed and old.origin == old.edge_id:
+            # A fresh assertion's origin piece, discarded: the fact's pieces keep pointing at it until
+            # ``finish``, when every cut of the event is known, names one that survives.
+            self._orphans.append(old.edge_id)
+        pieces = [self._append(fact, piece, provenance, old.origin, supersedes, old.event_id) for piece in keep]
         if not closed:
             self._replaced[old.edge_id] = pieces
         return pieces
@@ -172,6 +173,15 @@ class Versioner:
             return [version]
         return [survivor for piece in self._replaced.get(version.edge_id, ()) for survivor in self._surviving(piece)]
 
+    def _settle_origins(self) -> None:
+        """Each fact whose origin piece a later assertion of the event discarded takes its first surviving
+        piece (in order of appending) as origin, so a fact's pieces share one origin among the stored
+        versions, whatever the event cut. The pieces are not committed yet: they are settled, not edited."""
+        for orphan in self._orphans:
+            pieces = [v for v in self._appended if v.origin == orphan and (v.tenant, v.edge_id) in self.ledger.versions]
+            for piece in pieces:
+                self.ledger.settle_new(piece._replace(origin=pieces[0].edge_id))
+
     def _correct(self, cause: str, closed: list[EdgeVersion], appended: list[EdgeVersion]) -> None:
         """Collect what an operation closed and appended; ``finish`` emits one correction per event."""
         self._closed += closed
@@ -180,6 +190,8 @@ class Versioner:
     def finish(self, cause: str) -> None:
         """Emit the event's conflicts and its correction: the committed beliefs it closed and what it
         appended that survives."""
+        if self._orphans:
+            self._settle_origins()
         for review_id, pieces, rivals in self._conflicts:
             self._flag_surviving_conflict(review_id, [s for new in pieces for s in self._surviving(new)], rivals)
         if not self._closed:

@@ -199,7 +199,7 @@ class RestateDraft:
 RESTATE_CHANGES = ("nothing", "narrower", "wider", "evidence", "confidence", "record", "version", "system", "phrase")
 """What a restatement changes; ``narrower`` states the same over a later start (or, when the interval
 is one segment, over the same interval): a piece believed over more covers it; ``wider`` over an
-earlier start (or none): only the stretch before is new."""
+earlier start, or with none a later end: only the stretch added is new."""
 
 
 @dataclass(frozen=True)
@@ -416,6 +416,9 @@ def restated(original: ChangeDraft, assertion: AssertDraft, change: str) -> Chan
     if change == "wider" and assertion.valid_from is not None:
         start = BOUNDARIES.index(micros(assertion.valid_from))
         assertion = replace(assertion, valid_from=spell(start - 1, 1) if start else None)
+    elif change == "wider" and assertion.valid_to is not None:
+        end = BOUNDARIES.index(micros(assertion.valid_to))
+        assertion = replace(assertion, valid_to=spell(end + 1, 1) if end + 1 < len(BOUNDARIES) else None)
     if change == "evidence":
         assertion = replace(assertion, evidence=other(assertion.evidence, ("", "ticket-7")))
     if change == "confidence":

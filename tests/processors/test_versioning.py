@@ -284,3 +284,24 @@ def test_an_unknown_start_covers_a_known_one_and_not_the_other_way_round(ledger:
     assert sorted((v.valid_from or 0, v.valid_to or 0) for v in ledger.believed(S1, "depends_on") if v.dst == S3) == [
         (0, _micros("2025-01-01")[0]), (_micros("2025-01-01")[0], 0)]
     assert ledger.counts.corrections == 0
+
+
+@pytest.mark.parametrize("cut_to", ["2025-02-01", "2025-01-15"])
+def test_a_fact_cut_where_its_origin_was_by_the_same_event_keeps_one_stored_origin(ledger: Ledger, cut_to: str) -> None:
+    """One event restates a dependency over more than is believed (two new pieces, one fact), then says
+    something else over the start: the first piece, the fact's origin, is replaced whole or cut. The
+    fact's surviving pieces still share one origin, and it is one of them, so a revoke ends them all."""
+    ledger.change("cmdb", "r1").asserts(S1, "depends_on", S2, "2025-02-01", "2025-03-01", evidence="calls").send()
+    (first,) = ledger.believed(S1, "depends_on")
+    ledger.change("cmdb", "r1").asserts(S1, "depends_on", S2, "2025-01-01", "2025-04-01", evidence="calls").asserts(
+        S1, "depends_on", S2, "2025-01-01", cut_to, evidence="other").send()
+    believed = ledger.believed(S1, "depends_on")
+    stored = {v.edge_id for v in believed}
+    restated = [v for v in believed if v.evidence == "calls" and v != first]
+    assert len(restated) == (1 if cut_to == "2025-02-01" else 2)
+    assert {v.origin for v in restated} <= stored and len({v.origin for v in restated}) == 1
+    assert sum(v.origin == v.edge_id for v in restated) == 1, "one piece is the origin: its lag is measured once"
+    ledger.send({"kind": "revoke", "event_id": "rv-1", "tenant": "acme", "edge_id": restated[-1].edge_id,
+                 "reason": "wrong"})
+    assert {v.evidence for v in ledger.believed(S1, "depends_on")} == {"calls", "other"}
+    assert [v for v in ledger.believed(S1, "depends_on") if v.evidence == "calls"] == [first]
