@@ -27,6 +27,11 @@ Workers always run in their own processes, never on a thread of this one.
    metrics overhead is given three ways: steady rate a vs b, CPU time per event a vs b, and the time
    spent inside ``observe_commit`` (measured in a).
 
+   The rounds are bracketed by two runs of the issue's own yardstick (``pipeline_load yardstick``:
+   a confluent-kafka batch loop doing decode + rocksdict WriteBatch + produce, which the issue puts
+   at about 120,000 events/s, six times its target), timed the same way on the same events, so the
+   report can say what share of the target scaled to the day's machine each worker reached.
+
    **Stages**: one more bare worker (with metrics) over the N events, its ``process_batch`` split by
    stage timers (``pipeline_load.TimedWorker``): wall and main-thread CPU per stage.
 
@@ -99,6 +104,7 @@ from tests.benchmarks.pipeline_load import (
     run_command,
     spawn,
     worker_command,
+    yardstick_command,
 )
 from tests.benchmarks.stats import load_average, percentile
 
@@ -244,9 +250,44 @@ def throughput_run(kind: str, round_no: int, lines: list[bytes], work: Path) -> 
         on_topic=on_topic, load=load_average())
 
 
-def throughput(n_events: int, rounds: int, work: Path) -> list[ThroughputRun]:
+ISSUE_YARDSTICK = 120_000
+"""Events/s of the pipeline issue's yardstick loop on the machine the issue was written on."""
+ISSUE_TARGET = 20_000
+"""The issue's target for one worker, steady events/s: a sixth of its yardstick."""
+
+
+def yardstick_run(lines: list[bytes], work: Path, label: str) -> tuple[float | None, float | None]:
+    """The issue's yardstick loop (``pipeline_load yardstick``) over the same events on a fresh broker:
+    its steady rate, measured as the worker's is, and its CPU utilisation (near 100 %: the CPU, not the
+    broker, set its pace)."""
+    with EmbeddedBroker() as broker:
+        topics = fresh_topics(broker.bootstrap)
+        produce_lines(lines, broker.bootstrap, topics)
+        state = work / f"yardstick-{label}"
+        command = yardstick_command(state, broker.bootstrap, topics, f"bench-yardstick-{label}", IDLE_EXIT)
+        process, pipe, _ = spawn(command)
+        try:
+            process.wait(3600)
+        finally:
+            stop_process(process)
+            pipe.close()
+        if process.returncode != 0:
+            raise RuntimeError(f"yardstick exited {process.returncode}:\n{pipe.tail()}")
+    shutil.rmtree(state, ignore_errors=True)
+    done = next(event for event in pipe.json_events() if event["event"] == "done")
+    return done.get("steady_rate"), done.get("cpu_utilisation")
+
+
+Yardstick = tuple[float | None, float | None]
+"""The yardstick loop's steady events/s and CPU utilisation."""
+
+
+def throughput(n_events: int, rounds: int, work: Path) -> tuple[list[ThroughputRun], list[Yardstick]]:
+    """The worker kinds' rounds, bracketed by a run of the issue's yardstick before and after."""
     log(f"throughput: generating {n_events:,} events over {len(TENANTS)} tenants")
     lines = event_lines(n_events)
+    yardsticks = [yardstick_run(lines, work, "before")]
+    log(f"throughput: the issue's yardstick loop, before: {fmt(yardsticks[0][0], 0)} events/s")
     runs = []
     for round_no in range(1, rounds + 1):
         # ABBA: a, b, c then c, b, a, so a steady drift of the machine's load does not favour one kind
@@ -256,7 +297,9 @@ def throughput(n_events: int, rounds: int, work: Path) -> list[ThroughputRun]:
             log(f"  steady {fmt(run.steady_rate, 0)} events/s, all out {fmt(run.all_out_s)} s, "
                 f"{run.on_topic:,}/{n_events:,} on topic")
             runs.append(run)
-    return runs
+    yardsticks.append(yardstick_run(lines, work, "after"))
+    log(f"throughput: the issue's yardstick loop, after: {fmt(yardsticks[1][0], 0)} events/s")
+    return runs, yardsticks
 
 
 SCENARIOS = ("throughput", "stages", "freshness", "restart")
@@ -583,7 +626,8 @@ def source_state() -> str:
 
 
 def report(args: argparse.Namespace, command: str, loads: tuple[str, str], tp: list[ThroughputRun],
-           split: StageSplit | None, fresh: list[FreshnessRun], restarts: list[RestartRun], elapsed: float) -> str:
+           yardsticks: list[Yardstick], split: StageSplit | None, fresh: list[FreshnessRun],
+           restarts: list[RestartRun], elapsed: float) -> str:
     out: list[str] = []
     emit = out.append
     emit("# Pipeline benchmark (embedded broker)\n")
@@ -643,6 +687,18 @@ def report(args: argparse.Namespace, command: str, loads: tuple[str, str], tp: l
                  f"{fmt(median_or_none([r.all_out_s for r in runs]))} | "
                  f"{fmt(median_or_none([r.join_s for r in runs]), 2)} |")
         emit("")
+        measured = [rate for rate, _ in yardsticks if rate]
+        if measured:
+            day = statistics.mean(measured)
+            scaled = ISSUE_TARGET * day / ISSUE_YARDSTICK
+            shares = ", ".join(f"{kind} {100 * rate / scaled:.0f} %" for kind, rate in summary.items() if rate)
+            emit(f"The issue's yardstick loop (`pipeline_load yardstick`: decode + WriteBatch + produce, on the same "
+                 f"events and broker settings), before / after the rounds: "
+                 f"{' / '.join(fmt(rate, 0) for rate, _ in yardsticks)} events/s at "
+                 f"{' / '.join(fmt(100 * util, 0) if util else 'n/a' for _, util in yardsticks)} % CPU utilisation, "
+                 f"{100 * day / ISSUE_YARDSTICK:.0f} % of the issue's {ISSUE_YARDSTICK:,}. The target "
+                 f"scaled to this machine today is {scaled:,.0f} events/s ({ISSUE_TARGET:,} of {ISSUE_YARDSTICK:,}); "
+                 f"the medians reached: {shares}.\n")
         a, b = summary.get("a"), summary.get("b")
         pairs = [(x.steady_rate, y.steady_rate) for x in tp if x.kind == "a" for y in tp
                  if y.kind == "b" and y.round == x.round and x.steady_rate and y.steady_rate]
@@ -780,13 +836,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     load_before = load_average()
     tp: list[ThroughputRun] = []
+    yardsticks: list[Yardstick] = []
     fresh: list[FreshnessRun] = []
     restarts: list[RestartRun] = []
     split: StageSplit | None = None
     work = Path(tempfile.mkdtemp(prefix="edgeledger-bench-pipeline-"))
     try:
         if "throughput" in only:
-            tp = throughput(args.events, args.rounds, work)
+            tp, yardsticks = throughput(args.events, args.rounds, work)
         if "stages" in only:
             log(f"stages: bare worker + metrics, stage timers, {args.events:,} events")
             split = stage_split(event_lines(args.events), work)
@@ -807,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
                     restarts.append(run)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(report(args, command, (load_before, load_average()), tp, split, fresh, restarts,
+    print(report(args, command, (load_before, load_average()), tp, yardsticks, split, fresh, restarts,
                  time.perf_counter() - started))
     return 0
 

@@ -14,6 +14,10 @@
   ``done``).
 - ``EagerConsume``: the consume strategy the freshness variants test against ``LedgerWorker``'s own
   (``--eager``), without changing the worker.
+- ``python -m tests.benchmarks.pipeline_load yardstick ...``: the pipeline issue's yardstick, "a
+  confluent-kafka batch loop doing decode + rocksdict WriteBatch + produce" (about 120,000 events/s
+  on the machine the issue was written on, where it sets the worker's target at 20,000), timed as
+  the worker is, so the worker's rate can be read against the day's machine.
 """
 
 from __future__ import annotations
@@ -309,6 +313,14 @@ def worker_command(state: Path, bootstrap: str, topics: TopicSettings, group: st
     return command + consumer_options({**FAST_GROUP_OVERRIDES, **(consumer_overrides or {})})
 
 
+def yardstick_command(state: Path, bootstrap: str, topics: TopicSettings, group: str,
+                      exit_when_idle: float) -> list[str]:
+    """The issue's yardstick loop in its own process (this module's ``yardstick`` command)."""
+    return [sys.executable, "-m", "tests.benchmarks.pipeline_load", "yardstick", "--state", str(state),
+            "--bootstrap", bootstrap, "--group", group, "--prefix", topics.prefix,
+            "--exit-when-idle", str(exit_when_idle), *consumer_options(FAST_GROUP_OVERRIDES)]
+
+
 def spawn(command: list[str]) -> tuple[subprocess.Popen, LogPipe, float]:
     started = time.time()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
@@ -544,10 +556,77 @@ def _worker_main(argv: list[str]) -> int:
     return 0
 
 
+def _yardstick_main(argv: list[str]) -> int:
+    """The issue's loop on the worker's topics: consume a batch (as the worker does: up to its
+    ``batch_max`` records or ``poll_timeout``), validate each record's bytes with the ledger's pydantic
+    event model, put it under its tenant and event id in a RocksDB WriteBatch and write that (with the
+    write-ahead log, as the worker's commit), produce each record to ``edge-versions``. Nothing is
+    flushed or committed per batch, so it is the faster reading of the issue's words."""
+    parser = argparse.ArgumentParser(prog="pipeline_load yardstick")
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--exit-when-idle", type=float, default=3.0)
+    parser.add_argument("--consumer-option", action="append", default=[])
+    args = parser.parse_args(argv)
+
+    from rocksdict import Rdict, WriteBatch
+
+    from schemas.events import EVENT_ADAPTER
+    from streams.pipeline import WorkerConfig
+
+    topics = TopicSettings(prefix=args.prefix)
+    defaults = WorkerConfig(args.state, args.bootstrap, args.group, topics)
+    overrides = dict(option.split("=", 1) for option in args.consumer_option)
+    consumer = Consumer(consumer_config(args.bootstrap, args.group, **overrides))
+    producer = Producer(producer_config(args.bootstrap))
+    source, out = topics.name(Topic.SOURCE_CHANGES), topics.name(Topic.EDGE_VERSIONS)
+    consumer.subscribe([source])
+    db = Rdict(str(args.state))
+    decode = EVENT_ADAPTER.validate_json
+    timeline = Timeline(constructed=time.time())
+    idle_since = None
+    try:
+        while True:
+            start = time.time()
+            messages = consumer.consume(num_messages=defaults.batch_max, timeout=defaults.poll_timeout)
+            values = [m.value() for m in messages if not m.error()]
+            if not values:
+                if timeline.batches:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since > args.exit_when_idle:
+                        break
+                continue
+            idle_since = None
+            batch = WriteBatch()
+            for value in values:
+                event = decode(value)
+                batch.put(f"{event.tenant}/{event.event_id}".encode(), value)
+            db.write(batch)
+            for value in values:
+                try:
+                    producer.produce(out, value)
+                except BufferError:  # librdkafka's queue is full: let it deliver, then go on
+                    producer.poll(0.1)
+                    producer.produce(out, value)
+            producer.poll(0)
+            timeline.batches.append((start, time.time(), len(values)))
+            timeline.cpu.append(time.process_time())
+    finally:
+        producer.flush(30)
+        consumer.close()
+        db.close()
+    sys.stdout.write(json.dumps({"event": "done", **summarise(timeline)}) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["worker"]:
         return _worker_main(argv[1:])
+    if argv[:1] == ["yardstick"]:
+        return _yardstick_main(argv[1:])
     sys.stderr.write("usage: python -m tests.benchmarks.pipeline_load worker --state DIR --bootstrap HOST:PORT "
                      "--group G --prefix P [--metrics] [--exit-when-idle S] [--consumer-option K=V]...\n")
     return 2
