@@ -222,16 +222,19 @@ class Versioner:
             believed, competing = self._believed(fact.src, fact.rel, fact.dst, provenance.authority, fact.phrase), []
         # What the fact says that is not believed as stated yet. The rest stays as it is: restating
         # a stretch already believed from the same record, with the same content, is free.
+        others: list[EdgeVersion] = []
         unsaid = [fact.interval]
         for old in believed:
             if _says(old, fact, provenance):
                 unsaid = [part for piece in unsaid for part in subtract(piece, (old.valid_from, old.valid_to))]
+            else:
+                others.append(old)
         if not unsaid:
             return
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
-        for old in believed:
-            if overlaps((old.valid_from, old.valid_to), fact.interval) and not _says(old, fact, provenance):
+        for old in others:
+            if overlaps((old.valid_from, old.valid_to), fact.interval):
                 closed.append(old)
                 appended += self._supersede(old, subtract((old.valid_from, old.valid_to), fact.interval))
         for old in competing:
