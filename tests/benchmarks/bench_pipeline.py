@@ -76,7 +76,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,6 +180,18 @@ class ThroughputRun:
     """Steady rate over the first and over the last fifth of the batches (a, b)."""
 
 
+def wait_for_exit(process, pipe: LogPipe, name: str) -> None:
+    """Wait for a benchmark's process to exit by itself (idle), stop it if it does not, and fail with
+    the tail of its log if it exited badly."""
+    try:
+        process.wait(3600)
+    finally:
+        stop_process(process)
+        pipe.close()
+    if process.returncode != 0:
+        raise RuntimeError(f"{name} exited {process.returncode}:\n{pipe.tail()}")
+
+
 def throughput_run(kind: str, round_no: int, lines: list[bytes], work: Path) -> ThroughputRun:
     with EmbeddedBroker() as broker:
         topics = fresh_topics(broker.bootstrap)
@@ -194,13 +206,7 @@ def throughput_run(kind: str, round_no: int, lines: list[bytes], work: Path) -> 
             command = worker_command(state, broker.bootstrap, topics, group, metrics=kind == "a",
                                      exit_when_idle=IDLE_EXIT)
         process, pipe, spawned = spawn(command)
-        try:
-            process.wait(3600)
-        finally:
-            stop_process(process)
-            pipe.close()
-        if process.returncode != 0:
-            raise RuntimeError(f"worker {kind} exited {process.returncode}:\n{pipe.tail()}")
+        wait_for_exit(process, pipe, f"worker {kind}")
         marks, _ = read_batch_marks(broker.bootstrap, topics.name(Topic.EDGE_VERSIONS), PARTITIONS)
     unique = {mark.record_id: mark for mark in marks}
     on_topic = sum(mark.events for mark in unique.values())
@@ -256,25 +262,25 @@ ISSUE_TARGET = 20_000
 """The issue's target for one worker, steady events/s: a sixth of its yardstick."""
 
 
+def run_to_done(lines: list[bytes], state: Path, command_for: Callable[[str, TopicSettings], list[str]]) -> dict:
+    """Pre-produce ``lines`` on a fresh broker, run the process ``command_for(bootstrap, topics)`` makes
+    until it exits (idle), and return the ``done`` report it printed."""
+    with EmbeddedBroker() as broker:
+        topics = fresh_topics(broker.bootstrap)
+        produce_lines(lines, broker.bootstrap, topics)
+        process, pipe, _ = spawn(command_for(broker.bootstrap, topics))
+        wait_for_exit(process, pipe, state.name)
+    shutil.rmtree(state, ignore_errors=True)
+    return next(event for event in pipe.json_events() if event["event"] == "done")
+
+
 def yardstick_run(lines: list[bytes], work: Path, label: str) -> tuple[float | None, float | None]:
     """The issue's yardstick loop (``pipeline_load yardstick``) over the same events on a fresh broker:
     its steady rate, measured as the worker's is, and its CPU utilisation (near 100 %: the CPU, not the
     broker, set its pace)."""
-    with EmbeddedBroker() as broker:
-        topics = fresh_topics(broker.bootstrap)
-        produce_lines(lines, broker.bootstrap, topics)
-        state = work / f"yardstick-{label}"
-        command = yardstick_command(state, broker.bootstrap, topics, f"bench-yardstick-{label}", IDLE_EXIT)
-        process, pipe, _ = spawn(command)
-        try:
-            process.wait(3600)
-        finally:
-            stop_process(process)
-            pipe.close()
-        if process.returncode != 0:
-            raise RuntimeError(f"yardstick exited {process.returncode}:\n{pipe.tail()}")
-    shutil.rmtree(state, ignore_errors=True)
-    done = next(event for event in pipe.json_events() if event["event"] == "done")
+    state = work / f"yardstick-{label}"
+    done = run_to_done(lines, state, lambda bootstrap, topics: yardstick_command(
+        state, bootstrap, topics, f"bench-yardstick-{label}", IDLE_EXIT))
     return done.get("steady_rate"), done.get("cpu_utilisation")
 
 
@@ -328,21 +334,9 @@ class StageSplit:
 
 def stage_split(lines: list[bytes], work: Path) -> StageSplit:
     """One more bare worker (metrics observer on) over pre-produced ``lines``: its stage timers."""
-    with EmbeddedBroker() as broker:
-        topics = fresh_topics(broker.bootstrap)
-        produce_lines(lines, broker.bootstrap, topics)
-        state = work / "stages"
-        process, pipe, _ = spawn(worker_command(state, broker.bootstrap, topics, "bench-stages", metrics=True,
-                                                exit_when_idle=IDLE_EXIT))
-        try:
-            process.wait(3600)
-        finally:
-            stop_process(process)
-            pipe.close()
-        if process.returncode != 0:
-            raise RuntimeError(f"worker exited {process.returncode}:\n{pipe.tail()}")
-    shutil.rmtree(state, ignore_errors=True)
-    done = next(event for event in pipe.json_events() if event["event"] == "done")
+    state = work / "stages"
+    done = run_to_done(lines, state, lambda bootstrap, topics: worker_command(
+        state, bootstrap, topics, "bench-stages", metrics=True, exit_when_idle=IDLE_EXIT))
     return StageSplit(done["events"], done.get("steady_rate"), tuple(done["stage_batches"]),
                       {stage: tuple(seconds) for stage, seconds in done["stages"].items()},
                       done.get("cpu_per_event_us"))
