@@ -93,7 +93,8 @@ class Versioner:
         """A version this event appended and a later assertion of it discarded: the pieces it left."""
         self._orphans: list[str] = []
         """Facts this event asserted whose origin version a later assertion of it discarded (their origin
-        ids): ``finish`` gives each a surviving piece as origin."""
+        ids): ``finish`` gives each a surviving piece as origin. Noted as it happens (rarely) rather than
+        found again in ``finish``, which would walk every event's appended versions."""
 
     def _next_id(self, prefix: str) -> str:
         """``derive_id(prefix, tenant, event_id, sequence)``. Speed: the event's part of the digest is

@@ -31,13 +31,18 @@ _FENCE = b"M" + pack("fence")
 note holds it) that this state wrote (a worker: its markers there carry it, and a batch of its own
 the log dropped shows by it) or read (a replica: ``streams.fences``)."""
 
+
 class GivenUp(NamedTuple):
+    """Where a log partition was given up (``give_up`` also takes a plain (end, record id) pair)."""
+
     end: int
     """The log's end when the partition was given up."""
     record_id: str
     """The record id this state last sent there."""
     fence: tuple[int, int] | None = None
     """The epoch of this state's fence there then: the last fence before ``end``."""
+
+
 _FRAME = struct.Struct(">HHIi")
 """Outbox frame header: the sizes of topic, key and value, and the partition (-1: the key's)."""
 _FRAMED_WITH_PARTITION = b"\xfe\x02"

@@ -274,7 +274,11 @@ def run_to_done(lines: list[bytes], state: Path, command_for: Callable[[str, Top
     return next(event for event in pipe.json_events() if event["event"] == "done")
 
 
-def yardstick_run(lines: list[bytes], work: Path, label: str) -> tuple[float | None, float | None]:
+Yardstick = tuple[float | None, float | None]
+"""The yardstick loop's steady events/s and CPU utilisation."""
+
+
+def yardstick_run(lines: list[bytes], work: Path, label: str) -> Yardstick:
     """The issue's yardstick loop (``pipeline_load yardstick``) over the same events on a fresh broker:
     its steady rate, measured as the worker's is, and its CPU utilisation (near 100 %: the CPU, not the
     broker, set its pace)."""
@@ -282,10 +286,6 @@ def yardstick_run(lines: list[bytes], work: Path, label: str) -> tuple[float | N
     done = run_to_done(lines, state, lambda bootstrap, topics: yardstick_command(
         state, bootstrap, topics, f"bench-yardstick-{label}", IDLE_EXIT))
     return done.get("steady_rate"), done.get("cpu_utilisation")
-
-
-Yardstick = tuple[float | None, float | None]
-"""The yardstick loop's steady events/s and CPU utilisation."""
 
 
 def throughput(n_events: int, rounds: int, work: Path) -> tuple[list[ThroughputRun], list[Yardstick]]:
