@@ -116,19 +116,18 @@ class LedgerProcessor:
         self._document = None
         try:
             event: LedgerEvent = validate_event_json(raw)
-            document: dict[str, Any] = fields_of(event)
         except ValidationError:
             decoded = self._decode_step_by_step(raw, ledger)
             if isinstance(decoded, str):
                 return decoded
-            event, document = decoded
+            event = decoded
         self._current = event
 
         if isinstance(event, ClockEvent):
             try:
                 self.clock.set_simulated(micros_of(event.now))
             except ValueError as error:
-                return self._dead_letter(ledger, "validate", str(error), _original(raw), document)
+                return self._dead_letter(ledger, "validate", str(error), _original(raw), fields_of(event))
             ledger.counts.applied += 1
             return "applied"
 
@@ -138,7 +137,7 @@ class LedgerProcessor:
         if misrouted is not None:
             refused = misrouted(tenant)
             if refused is not None:
-                return self._dead_letter(ledger, "validate", refused, _original(raw), document)
+                return self._dead_letter(ledger, "validate", refused, _original(raw), stated)
         if ledger.event_seen(tenant, event_id):
             ledger.counts.duplicates += 1
             return "duplicate"
@@ -148,7 +147,7 @@ class LedgerProcessor:
         try:
             self._apply(event, ledger, tx)
         except Rejected as rejected:
-            outcome = self._dead_letter(ledger, "apply", str(rejected), _original(raw), document)
+            outcome = self._dead_letter(ledger, "apply", str(rejected), _original(raw), stated)
         except Parked as parked:
             ledger.review_items.append(
                 ReviewItem(
@@ -170,8 +169,7 @@ class LedgerProcessor:
         ledger.mark_seen(tenant, event_id, outcome)
         return outcome
 
-    def _decode_step_by_step(self, raw: bytes | str, ledger: PendingLedger
-                             ) -> tuple[LedgerEvent, dict[str, Any]] | Outcome:
+    def _decode_step_by_step(self, raw: bytes | str, ledger: PendingLedger) -> LedgerEvent | Outcome:
         """An event refused when validated from its bytes, decoded and validated again in two steps,
         as before that path existed: these decide. A refused event's dead letter says which step
         failed (not UTF-8, malformed JSON, not an object, the schema); an event these accept is
@@ -187,7 +185,7 @@ class LedgerProcessor:
         if not isinstance(document, dict):
             return self._dead_letter(ledger, "decode", "an event must be a JSON object", _original(raw), None)
         try:
-            return validate_event(document), document
+            return validate_event(document)
         except ValidationError as error:
             return self._dead_letter(ledger, "validate", describe_validation_error(error), _original(raw), document)
 
