@@ -30,16 +30,24 @@ class BatchRunner:
         totals = BatchCounts()
         pending = PendingLedger(self.reader)
         with SettledHeap() as heap:
+            batch: list[bytes | str] = []
             for line in lines:
                 if not line or line.isspace():  # blank (``strip`` would copy every line to say so)
                     continue
-                self.processor.process(line, pending)
-                heap.after_event()
-                if pending.counts.events_read >= self.batch_size:
+                batch.append(line)
+                if len(batch) >= self.batch_size:
+                    self._apply(batch, pending, heap)
                     totals.add(self._flush(pending))
-                    pending = PendingLedger(self.reader)
+                    batch, pending = [], PendingLedger(self.reader)
+            self._apply(batch, pending, heap)
             totals.add(self._flush(pending))
         return totals
+
+    def _apply(self, batch: list[bytes | str], pending: PendingLedger, heap: SettledHeap) -> None:
+        processor = self.processor
+        for line, validated in zip(batch, processor.prepare(batch, pending), strict=True):
+            processor.process(line, pending, None, validated)
+            heap.after_event()
 
     def _flush(self, pending: PendingLedger) -> BatchCounts:
         if pending.counts.events_read:

@@ -89,11 +89,40 @@ class LedgerProcessor:
     def __post_init__(self) -> None:
         self._vocabulary = Vocabulary(self.ontology)
 
-    def process(self, raw: bytes | str, ledger: PendingLedger, misrouted: Misrouted | None = None) -> Outcome:
+    def prepare(self, raws: list[bytes | str], ledger: PendingLedger) -> list[LedgerEvent | None]:
+        """A batch's raw events validated in one pass, in order (None where the schema refuses one), and
+        whether the store had seen each read ahead into ``ledger`` in one multi-get. ``process`` then
+        takes each raw event with its entry here, and applies it exactly as if it had validated it itself.
+
+        Why a pass of its own: validating an event inside ``process``, between the applications of the
+        events around it, took about 2.5 times as long as validating the same events one after another
+        (26 against 10 µs an event on a 300k-event load): applying evicts the validator's working set
+        from the CPU caches. Validating the batch first, then applying it, took 13 % less of the loading
+        thread (docs/performance-log.md, session 23). Validation has no effect on the ledger, so moving it
+        ahead changes nothing else."""
+        validated: list[LedgerEvent | None] = []
+        seen_keys: list[tuple[str, str]] = []
+        for raw in raws:
+            try:
+                event = validate_event_json(raw)
+            except ValidationError:
+                validated.append(None)  # ``process`` decodes it step by step, and those steps decide
+                continue
+            validated.append(event)
+            stated = fields_of(event)
+            event_id = stated.get("event_id")
+            if event_id is not None:
+                seen_keys.append((stated["tenant"], event_id))
+        ledger.recall_seen(seen_keys)
+        return validated
+
+    def process(self, raw: bytes | str, ledger: PendingLedger, misrouted: Misrouted | None = None,
+                validated: LedgerEvent | None = None) -> Outcome:
         """Apply one raw event. ``misrouted`` (a pipeline's) says why an event of a tenant may not be
-        applied where it arrived; such an event is dead-lettered, and not recorded as seen."""
+        applied where it arrived; such an event is dead-lettered, and not recorded as seen. ``validated``
+        is the event's entry from ``prepare``; without it, the event is validated here."""
         ledger.counts.events_read += 1
-        outcome = self._process(raw, ledger, misrouted)
+        outcome = self._process(raw, ledger, misrouted, validated)
         ledger.outcomes.append(self._describe(ledger, outcome))
         return outcome
 
@@ -111,16 +140,20 @@ class LedgerProcessor:
         return new_tuple(EventOutcome, (stated.get("tenant"), stated["kind"], system, outcome,
                                         micros_of(detected) if detected else None, ledger.tx))
 
-    def _process(self, raw: bytes | str, ledger: PendingLedger, misrouted: Misrouted | None) -> Outcome:
+    def _process(self, raw: bytes | str, ledger: PendingLedger, misrouted: Misrouted | None,
+                 validated: LedgerEvent | None) -> Outcome:
         self._current = None
         self._document = None
-        try:
-            event: LedgerEvent = validate_event_json(raw)
-        except ValidationError:
-            decoded = self._decode_step_by_step(raw, ledger)
-            if isinstance(decoded, str):
-                return decoded
-            event = decoded
+        if validated is not None:
+            event: LedgerEvent = validated
+        else:
+            try:
+                event = validate_event_json(raw)
+            except ValidationError:
+                decoded = self._decode_step_by_step(raw, ledger)
+                if isinstance(decoded, str):
+                    return decoded
+                event = decoded
         self._current = event
 
         if isinstance(event, ClockEvent):

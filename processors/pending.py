@@ -57,6 +57,8 @@ class PendingLedger:
     entities: dict[tuple[str, str], Entity] = field(default_factory=dict)
     aliases: list[AliasEntry] = field(default_factory=list)
     seen: dict[tuple[str, str], Outcome] = field(default_factory=dict)
+    recalled: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """Whether the store had seen an event, read ahead for a batch in one multi-get (``recall_seen``)."""
     corrections: list[Correction] = field(default_factory=list)
     review_items: list[ReviewItem] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
@@ -184,7 +186,21 @@ class PendingLedger:
         return [v for v in self._overlay(tenant, base, new_ids) if v.tx_to is None]
 
     def event_seen(self, tenant: str, event_id: str) -> bool:
-        return (tenant, event_id) in self.seen or self.base.event_seen(tenant, event_id)
+        key = (tenant, event_id)
+        if key in self.seen:
+            return True
+        stored = self.recalled.get(key)
+        return self.base.event_seen(tenant, event_id) if stored is None else stored
+
+    def events_seen(self, keys: list[tuple[str, str]]) -> list[bool]:
+        return [key in self.seen or stored for key, stored in zip(keys, self.base.events_seen(keys), strict=True)]
+
+    def recall_seen(self, keys: list[tuple[str, str]]) -> None:
+        """Read ahead, in one read of the store, whether it had seen these events: a batch's re-delivery
+        checks then cost a dictionary lookup each. The store does not change under a batch until it
+        commits, so the answers hold for the batch; ``seen`` still answers for the batch's own events."""
+        for key, stored in zip(keys, self.base.events_seen(keys), strict=True):
+            self.recalled[key] = stored
 
     def last_tx(self) -> int:
         return self.tx if self.tx is not None else self.base.last_tx()

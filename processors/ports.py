@@ -40,6 +40,10 @@ class LedgerReader(Protocol):
 
     def event_seen(self, tenant: str, event_id: str) -> bool: ...
 
+    def events_seen(self, keys: list[tuple[str, str]]) -> list[bool]:
+        """``event_seen`` of each (tenant, event id), in order, in one read."""
+        ...
+
     def last_tx(self) -> int: ...
 
 

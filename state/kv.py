@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, RdictIter, WriteBatch, WriteOptions
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
@@ -18,6 +18,10 @@ from state.keys import prefix_end
 
 class OrderedKV(Protocol):
     def get(self, key: bytes) -> bytes | None: ...
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """``get`` of each key, in order, in one call (RocksDB's multi-get)."""
+        ...
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Every (key, value) whose key starts with ``prefix``, in byte order; with ``start``, only
@@ -45,6 +49,9 @@ class MemoryKV:
 
     def get(self, key: bytes) -> bytes | None:
         return self._data.get(key)
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return [self._data.get(key) for key in keys]
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         upper = prefix_end(prefix) if prefix.rstrip(b"\xff") else None
@@ -133,6 +140,10 @@ class RocksKV:
         # Speed: the point read is rocksdict's own method, not a Python method wrapping it (an
         # interpreted call per read, 1.6 reads an event when loading).
         self.get: Callable[[bytes], bytes | None] = self._db.get
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        # rocksdict's ``get`` of a list is RocksDB's MultiGet (its stub types only single keys).
+        return cast(list[bytes | None], self._db.get(keys))  # type: ignore[arg-type]
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         # Speed: creating a RocksDB iterator builds one child iterator per memtable and SST file (up to

@@ -305,6 +305,10 @@ class LedgerStore:
     def event_seen(self, tenant: str, event_id: str) -> bool:
         return self.kv.get(b"I" + pack(tenant, event_id)) is not None
 
+    def events_seen(self, keys: list[tuple[str, str]]) -> list[bool]:
+        found = self.kv.get_many([b"I" + pack(tenant, event_id) for tenant, event_id in keys])
+        return [outcome is not None for outcome in found]
+
     def last_tx(self) -> int:
         return self._last_tx
 

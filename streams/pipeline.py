@@ -642,6 +642,7 @@ class LedgerWorker:
         pending = PendingLedger(self.store)
         consumed: dict[tuple[str, int], int] = {}
         first = self._batch_first = {}
+        batch: list[tuple[Message, tuple[str, int]]] = []
         for message in messages:
             error = message.error()
             if error is not None:
@@ -651,9 +652,13 @@ class LedgerWorker:
             position = (message.topic(), message.partition())
             if message.offset() <= self.applied_offsets.get(position, -1) or position not in self.assigned:
                 continue
+            batch.append((message, position))
+        raws: list[bytes | str] = [message.value() or b"" for message, _ in batch]
+        for (message, position), raw, validated in zip(batch, raws, self.processor.prepare(raws, pending),
+                                                       strict=True):
             self._arrival = position
             letters = len(pending.dead_letters)
-            self.processor.process(message.value() or b"", pending, self._routing_rule)
+            self.processor.process(raw, pending, self._routing_rule, validated)
             if len(pending.dead_letters) > letters:  # a dead letter says where the event was read
                 pending.dead_letters[-1] = replace(pending.dead_letters[-1], input_topic=position[0],
                                                    input_partition=position[1], input_offset=message.offset())

@@ -163,6 +163,7 @@ class TimedWrites:
     def __init__(self, kv: OrderedKV) -> None:
         self.kv = kv
         self.get: Callable[[bytes], bytes | None] = kv.get
+        self.get_many: Callable[[list[bytes]], list[bytes | None]] = kv.get_many
         self.scan: Callable[..., Iterator[tuple[bytes, bytes]]] = kv.scan
         self.write_seconds = 0.0
         self.rows = 0

@@ -45,7 +45,7 @@ from streams.ledger_files import load_files
 from tests.benchmarks.bench_ledger import command_line, generated_history
 
 DIFFERS = " (differs: not usable as is)"
-Get = tuple[bytes]
+Get = tuple[bytes] | tuple[list[bytes]]
 Scan = tuple[bytes, bytes | None, int]
 Write = tuple[list[tuple[bytes, bytes]], Sequence[bytes]]
 
@@ -53,7 +53,7 @@ Write = tuple[list[tuple[bytes, bytes]], Sequence[bytes]]
 @dataclass
 class RecordingKV:
     """An ``OrderedKV`` over ``kv`` that records every operation, in order: ``("get", key)``,
-    ``("scan", prefix, start, rows taken)``, ``("write", puts, deletes)``."""
+    ``("get_many", keys)``, ``("scan", prefix, start, rows taken)``, ``("write", puts, deletes)``."""
 
     kv: RocksKV
     operations: list[tuple[str, Get | Scan | Write]] = field(default_factory=list)
@@ -61,6 +61,10 @@ class RecordingKV:
     def get(self, key: bytes) -> bytes | None:
         self.operations.append(("get", (key,)))
         return self.kv.get(key)
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        self.operations.append(("get_many", (list(keys),)))
+        return self.kv.get_many(keys)
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         taken = 0
@@ -158,6 +162,9 @@ def replay(state: Path, operations: list[tuple[str, Get | Scan | Write]],
         if kind == "get":
             kv.get(arguments[0])  # type: ignore[arg-type]
             result.get_s += clock() - started
+        elif kind == "get_many":
+            kv.get_many(arguments[0])  # type: ignore[arg-type]
+            result.get_s += clock() - started
         elif kind == "scan":
             prefix, start, taken = arguments  # type: ignore[misc]
             for count, _ in enumerate(kv.scan(prefix, start), 1):  # type: ignore[arg-type]
@@ -231,10 +238,10 @@ def main(argv: list[str] | None = None) -> None:
     with generated_history("edgeledger-storage-", args.events, args.entities, args.seed) as (work, events_file):
         operations = record(work / "recorded", events_file)
         shutil.rmtree(work / "recorded", ignore_errors=True)
-        counts = {kind: sum(1 for k, _ in operations if k == kind) for kind in ("get", "scan", "write")}
+        counts = {kind: sum(1 for k, _ in operations if k == kind) for kind in ("get", "get_many", "scan", "write")}
         print(f"### The ledger's storage work, replayed: {args.events:,} events, {args.entities:,} entities\n")
         print(f"Command: `{command_line(args, parser.prog)}`\n")
-        print(f"Recorded: {counts['get']:,} point reads, {counts['scan']:,} scans, "
+        print(f"Recorded: {counts['get']:,} point reads, {counts['get_many']:,} multi-gets, {counts['scan']:,} scans, "
               f"{counts['write']:,} write batches.\n")
         probes = probe_prefixes(operations)
         print("| round | variant | writes s | ns per row | point reads s | scans s | background CPU s "

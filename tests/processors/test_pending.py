@@ -66,3 +66,42 @@ def test_believed_by_source_sees_the_batch_by_system_record_and_version() -> Non
     assert ids("pol/A", "2") == ["a2"]
     assert ids(None, "1") == ["a1", "n1"]
     assert pending.believed_by_source("acme", "hr", None, None) == []
+
+
+class _NoPointReads:
+    """A store whose one-at-a-time re-delivery check fails the test: the batch must use what it recalled."""
+
+    def __init__(self, store: LedgerStore) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+    def event_seen(self, tenant: str, event_id: str) -> bool:
+        raise AssertionError(f"a point read for {tenant}/{event_id}")
+
+
+def test_recalled_answers_serve_the_batchs_redelivery_checks() -> None:
+    from tests.harness import Ledger
+
+    ledger = Ledger()
+    ledger.change("cmdb", "svc/a", event_id="stored").asserts("Service:a", "depends_on", "Service:b").send()
+    pending = PendingLedger(_NoPointReads(ledger.store))  # type: ignore[arg-type]
+    pending.recall_seen([("acme", "stored"), ("acme", "new"), ("other", "stored")])
+
+    assert pending.event_seen("acme", "stored")
+    assert not pending.event_seen("acme", "new")
+    assert not pending.event_seen("other", "stored"), "event ids are per tenant"
+    pending.mark_seen("acme", "new", "applied")
+    assert pending.event_seen("acme", "new"), "the batch's own events count too"
+    assert pending.events_seen([("acme", "new"), ("acme", "stored"), ("acme", "never")]) == [True, True, False]
+
+
+def test_an_event_not_recalled_is_read_from_the_store() -> None:
+    from tests.harness import Ledger
+
+    ledger = Ledger()
+    ledger.change("cmdb", "svc/a", event_id="stored").asserts("Service:a", "depends_on", "Service:b").send()
+    pending = PendingLedger(ledger.store)
+    pending.recall_seen([("acme", "other")])
+    assert pending.event_seen("acme", "stored") and not pending.event_seen("acme", "other")

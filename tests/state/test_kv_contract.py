@@ -36,6 +36,13 @@ def test_write_applies_puts_and_deletes_together(kv) -> None:
     assert kv.get(b"k1") is None and kv.get(b"k3") == b"3"
 
 
+def test_get_many_answers_each_key_in_order_as_get_does(kv) -> None:
+    kv.write([(b"k1", b"1"), (b"k2", b"2"), (b"k3", b"")], [b"k2"])
+    keys = [b"k3", b"missing", b"k1", b"k2", b"k1"]
+    assert kv.get_many(keys) == [kv.get(key) for key in keys] == [b"", None, b"1", None, b"1"]
+    assert kv.get_many([]) == []
+
+
 def test_within_one_write_the_last_put_of_a_key_wins_and_a_delete_beats_a_put(kv) -> None:
     kv.write([(b"k2", b"first"), (b"k1", b"1"), (b"k2", b"second"), (b"k3", b"3")], [b"k3"])
     assert list(kv.scan(b"k")) == [(b"k1", b"1"), (b"k2", b"second")]
