@@ -199,8 +199,7 @@ class PendingLedger:
         """Read ahead, in one read of the store, whether it had seen these events: a batch's re-delivery
         checks then cost a dictionary lookup each. The store does not change under a batch until it
         commits, so the answers hold for the batch; ``seen`` still answers for the batch's own events."""
-        for key, stored in zip(keys, self.base.events_seen(keys), strict=True):
-            self.recalled[key] = stored
+        self.recalled.update(zip(keys, self.base.events_seen(keys), strict=True))
 
     def last_tx(self) -> int:
         return self.tx if self.tx is not None else self.base.last_tx()

@@ -643,6 +643,7 @@ class LedgerWorker:
         consumed: dict[tuple[str, int], int] = {}
         first = self._batch_first = {}
         batch: list[tuple[Message, tuple[str, int]]] = []
+        raws: list[bytes | str] = []
         for message in messages:
             error = message.error()
             if error is not None:
@@ -653,7 +654,7 @@ class LedgerWorker:
             if message.offset() <= self.applied_offsets.get(position, -1) or position not in self.assigned:
                 continue
             batch.append((message, position))
-        raws: list[bytes | str] = [message.value() or b"" for message, _ in batch]
+            raws.append(message.value() or b"")
         for (message, position), raw, validated in zip(batch, raws, self.processor.prepare(raws, pending),
                                                        strict=True):
             self._arrival = position

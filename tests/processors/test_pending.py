@@ -4,6 +4,7 @@ from processors.model import EdgeVersion
 from processors.pending import PendingLedger
 from state.kv import MemoryKV
 from state.store import LedgerStore
+from tests.harness import Ledger
 
 
 class _CountingVersions(dict):
@@ -82,8 +83,6 @@ class _NoPointReads:
 
 
 def test_recalled_answers_serve_the_batchs_redelivery_checks() -> None:
-    from tests.harness import Ledger
-
     ledger = Ledger()
     ledger.change("cmdb", "svc/a", event_id="stored").asserts("Service:a", "depends_on", "Service:b").send()
     pending = PendingLedger(_NoPointReads(ledger.store))  # type: ignore[arg-type]
@@ -98,8 +97,6 @@ def test_recalled_answers_serve_the_batchs_redelivery_checks() -> None:
 
 
 def test_an_event_not_recalled_is_read_from_the_store() -> None:
-    from tests.harness import Ledger
-
     ledger = Ledger()
     ledger.change("cmdb", "svc/a", event_id="stored").asserts("Service:a", "depends_on", "Service:b").send()
     pending = PendingLedger(ledger.store)
