@@ -37,9 +37,12 @@ COMPILED = (
     "processors/vocabulary.py",
     "state/codec.py",
     "state/keys.py",
+    "state/pipeline_store.py",
     "state/store.py",
+    "streams/ledger_log.py",
 )
-"""What one event's processing and commit run through (the read paths stay Python)."""
+"""What one event's processing and commit run through, and what a worker's batch emits (``state.pipeline_store``'s
+outbox rows, ``streams.ledger_log``'s records and the ``Replay`` that reads them back); the query paths stay Python."""
 
 BUILD_DIR = ".native"
 MANIFEST = "manifest.json"

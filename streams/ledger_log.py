@@ -227,6 +227,7 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
         if not letter.tenant:
             partition = anchor
         elif read_off_home(letter, log_partitions):
+            assert letter.input_partition is not None  # a letter read off its home names where it was read
             key, partition = "", letter.input_partition
         records.append(OutRecord(log, key, orjson.dumps(
             {"kind": "dead_letter", "batch": batch_id, "record_id": f"{record_id}/log",
@@ -255,12 +256,12 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     consumed = [[topic, partition, offset] for (topic, partition), offset in sorted(inputs.items())]
     started = [[topic, partition, offset] for (topic, partition), offset in sorted((first or {}).items())]
     by_tenant: dict[str, _Group] = {}
-    for record, record_id in zip(records, ids, strict=True):
+    for record, logged_id in zip(records, ids, strict=True):
         group = by_tenant.get(record.key)  # by tenant ("": a letter naming none, or read off its tenant's partition)
         if group is None:
             group = by_tenant[record.key] = _Group(record.key, [], [])
         group.records.append(record)
-        group.ids.append(record_id)
+        group.ids.append(logged_id)
     # A marker for every tenant the batch wrote a log record of or saw an event of.
     tenants = {key for key, group in by_tenant.items() if key and any(group.ids)} | seen_by_tenant.keys()
     # Records of no tenant (dead letters that name none or were read off their tenant's partition) go
@@ -524,7 +525,8 @@ class Replay:
             for topic, offset in own:
                 inputs_seen[(topic, partition)] = max(offset, inputs_seen.get((topic, partition), -1))
             applied.clear()
-            self._short.get(partition, {}).pop(batch, None)
+            if batch is not None:
+                self._short.get(partition, {}).pop(batch, None)
         else:
             applied.add(marker["record_id"])
         commit(pending)
