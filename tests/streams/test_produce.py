@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from streams.broker import EmbeddedBroker
-from streams.produce import deliver, delivery_producer
+from streams.produce import deliver, delivery_producer, route
 from streams.topics import Topic, TopicSettings, ensure_topics
 from tests.streams.pipeline_support import read_topic
 
@@ -44,3 +44,11 @@ def test_records_still_unconfirmed_when_the_flush_gives_up_raise() -> None:
 
     with pytest.raises(RuntimeError, match="2 of 2 records were not confirmed within 1 s"):
         deliver(producer, [("edgeledger.dead-letter", b"acme", b"{}")] * 2, timeout=1)
+
+
+@pytest.mark.parametrize("kind", ["[]", "{}", "7", "null"])
+def test_a_line_whose_kind_is_not_a_name_goes_to_source_changes(kind: str) -> None:
+    """Routing never refuses a line: the worker reading source-changes dead-letters it with its reason."""
+    line = b'{"kind": %s, "tenant": "acme"}' % kind.encode()
+
+    assert route(line) == (Topic.SOURCE_CHANGES, b"acme")
