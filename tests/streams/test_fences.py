@@ -41,7 +41,8 @@ class Delivered:
     def __init__(self) -> None:
         self.values: list[bytes] = []
 
-    def produce(self, topic: str, key: bytes, value: bytes, partition: int, on_delivery: object) -> None:
+    def produce(self, topic: str, value: bytes, key: bytes, partition: int, on_delivery: object) -> None:
+        """``Producer.produce``'s parameters in its order (``deliver`` passes them by position)."""
         self.values.append(value)
 
     def poll(self, timeout: float) -> int:
