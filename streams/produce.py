@@ -42,8 +42,9 @@ def route(line: bytes) -> tuple[str, bytes | None]:
         return Topic.SOURCE_CHANGES, None
     tenant = document.get("tenant")
     key = tenant.encode() if isinstance(tenant, str) and tenant else None
-    kind = document.get("kind")
-    return TOPIC_FOR_KIND.get(kind, Topic.SOURCE_CHANGES) if isinstance(kind, str) else Topic.SOURCE_CHANGES, key
+    kind = document.get("kind")  # any JSON value: only a name can look up its topic (a list is unhashable)
+    topic = TOPIC_FOR_KIND.get(kind) if isinstance(kind, str) else None
+    return topic or Topic.SOURCE_CHANGES, key
 
 
 class RecordRefused(RuntimeError):
