@@ -39,10 +39,10 @@ COMPILED = (
     "state/keys.py",
     "state/pipeline_store.py",
     "state/store.py",
-    "streams/ledger_log.py",
+    "streams/log/records.py",
 )
 """What one event's processing and commit run through, and what a worker's batch emits (``state.pipeline_store``'s
-outbox rows, ``streams.ledger_log``'s records and the ``Replay`` that reads them back); the query paths stay Python."""
+outbox rows, ``streams.log.records``'s records and the ``Replay`` that reads them back); the query paths stay Python."""
 
 BUILD_DIR = ".native"
 MANIFEST = "manifest.json"

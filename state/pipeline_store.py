@@ -1,6 +1,6 @@
 """Worker bookkeeping kept in the ledger's own RocksDB, written in the same batch as the state:
 the input offsets consumed (``G``) and the outbox of records still to be sent (``W``); and the
-state's lineage, the name this state claims partitions in (``streams.claims``)."""
+state's lineage, the name this state claims partitions in (``streams.worker.claims``)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ partition, the state holds the log before that offset, if the record before it i
 _FENCE = b"M" + pack("fence")
 """The last fence on each log partition (``pack(partition)`` -> ``[ERA, GENERATION]``, as a given-up
 note holds it) that this state wrote (a worker: its markers there carry it, and a batch of its own
-the log dropped shows by it) or read (a replica: ``streams.fences``)."""
+the log dropped shows by it) or read (a replica: ``streams.worker.fences``)."""
 
 
 class GivenUp(NamedTuple):
@@ -71,7 +71,7 @@ class PipelineStore:
 
     def _new_lineage(self) -> str:
         """A name for this state, kept as long as the state is: the worker claims its partitions in
-        this name (``streams.claims``), so that any other state's claim shows another worker took one over."""
+        this name (``streams.worker.claims``), so that any other state's claim shows another worker took one over."""
         lineage = uuid.uuid4().hex
         self.kv.write([(_LINEAGE, lineage.encode())])
         return lineage

@@ -1,8 +1,9 @@
-"""I/O: Kafka wiring, the embedded broker, feed files, the CLI and the HTTP API.
+"""The imperative shell: everything that talks to Kafka, the network or a terminal.
 
-One module here is pure logic with no I/O, and compiled with the core (``processors.native.COMPILED``):
-``ledger_log``, the records a worker's batch emits, built once per version, and the replay of them."""
-
-from processors.native import prefer_compiled
-
-prefer_compiled(__path__, "streams")
+- ``streams.kafka``  — librdkafka settings, topics, the embedded broker, producers.
+- ``streams.worker`` — the ledger worker: consume, apply, commit, send; assignment and rebuilds.
+- ``streams.log``    — the ``edge-versions`` log's records, and the query replica that follows them.
+- ``streams.api``    — the HTTP API for agents, and the cache-invalidation publisher it feeds.
+- ``streams.cli``    — the ``edgeledger`` command line.
+- ``streams.metrics`` — Prometheus metrics, fed by observers (the worker never calls them directly).
+"""

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ from state.kv import RocksKV
 from tests.benchmarks.generate import generate_events
 from tests.benchmarks.sizes import fill_sizes
 from tests.benchmarks.stats import percentile
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 TENANT = "acme"
 QUERY_MIX = (("owners-of", 1), ("dependents-of", 3), ("dependents-of", 3), ("approvals-required-for", 1))

@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.bench_feed_shapes [--sizes 4000,16000,64000] [--rounds 2]
 
-Three shapes, each at every size N, through ``streams.ledger_files.load_into`` (what ``edgeledger load
+Three shapes, each at every size N, through ``streams.cli.load.load_into`` (what ``edgeledger load
 --simulated-clock`` runs) into a fresh RocksDB directory:
 
 1. **One snapshot of N edges**: a single ``mode: snapshot`` change event in which policy record
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from streams.ledger_files import load_into
+from streams.cli.load import load_into
 
 POLICY = {"type": "Policy", "id": "pol:SOC2", "name": "SOC2"}
 CLOCK = json.dumps({"kind": "clock", "now": "2025-01-01T00:00:00Z"})

@@ -47,7 +47,7 @@ from state import codec
 from state.keys import encode_int, pack
 from state.kv import OrderedKV, RocksKV
 from state.store import LedgerStore
-from streams.ledger_files import load_files
+from streams.cli.load import load_files
 from tests.benchmarks.bench_ledger import TENANT, command_line, generated_history
 from tests.benchmarks.stats import load_average
 

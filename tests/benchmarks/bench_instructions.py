@@ -39,7 +39,7 @@ def measured_load(warm_file: str, events_file: str, state: str, signal_on: str) 
     from processors.batch import BatchRunner
     from schemas.ontology import default_ontology
     from state.open import open_writer
-    from streams.ledger_files import make_processor
+    from streams.processor import make_processor
 
     store = open_writer(Path(state), bulk=True)
     processor = make_processor(default_ontology(), simulated_clock=True)

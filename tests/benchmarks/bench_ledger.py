@@ -6,7 +6,7 @@
    (about 60 % new dependencies with power-law targets, 20 % ownership changes, some backdated: late
    corrections, 10 % retractions, 10 % membership and policy edges; ``clock`` events drive a simulated
    transaction clock) into a temporary JSONL file. Generation is not timed.
-2. Loads the file with ``streams.ledger_files.load_into`` (what ``edgeledger load --simulated-clock``
+2. Loads the file with ``streams.cli.load.load_into`` (what ``edgeledger load --simulated-clock``
    runs) into a RocksDB directory in a temporary folder, and reports events/s three ways: wall clock,
    process CPU (includes RocksDB's background flush and compaction threads) and the loading thread's
    CPU (the one-core figure).
@@ -42,7 +42,7 @@ from processors.queries import QueryEngine, QueryRequest
 from schemas.ontology import default_ontology
 from schemas.times import to_micros
 from state.open import open_reader
-from streams.ledger_files import load_into
+from streams.cli.load import load_into
 from tests.benchmarks.allocator import allocator_in_use
 from tests.benchmarks.generate import START, end_of_history, generate_events
 from tests.benchmarks.interpreter import interpreter_in_use

@@ -20,8 +20,8 @@ from processors.batch import BatchRunner
 from processors.pending import PendingLedger
 from schemas.ontology import default_ontology
 from state.open import open_writer
-from streams.ledger_files import make_processor
 from streams.metrics import LedgerMetrics
+from streams.processor import make_processor
 from tests.benchmarks.bench_ledger import command_line, generated_history
 
 

@@ -30,9 +30,9 @@ def measure(events: int, entities: int) -> dict[str, float]:
     import time
 
     from processors.batch import BatchRunner
-    from streams.ledger_log import outbox_for
+    from streams.log.records import outbox_for
     from tests.benchmarks.generate import generate_events
-    from tests.harness import Ledger
+    from tests.support.harness import Ledger
 
     ledger = Ledger()
     ledger.processor.clock.simulated = True

@@ -3,14 +3,14 @@
     python -m tests.benchmarks.bench_pipeline [--quick] [--events N] [--rounds R] [--rate R] [--seconds S]
         [--warmup S] [--trials T] [--variants NAME,...] [--only throughput,stages,freshness,restart]
 
-Every run gets its own embedded Tansu broker (``streams.broker.EmbeddedBroker``, memory-only, started
+Every run gets its own embedded Tansu broker (``streams.kafka.broker.EmbeddedBroker``, memory-only, started
 and stopped here), its own topics and a state directory under one temporary directory that is removed
 at the end. Events come from ``tests.benchmarks.generate.generate_events`` over four tenants
 (interleaved, so all four partitions of each input topic are used), ``simulated_clock=False``.
 Workers always run in their own processes, never on a thread of this one.
 
 1. **Throughput.** N events (default 200,000; ``--quick`` 20,000) are produced first with
-   ``streams.produce.produce_lines``; then one worker starts on a fresh state and a fresh group and
+   ``streams.kafka.produce.produce_lines``; then one worker starts on a fresh state and a fresh group and
    runs until idle. Three kinds of worker, in ABBA order round by round (a, b, c, then c, b, a, ...):
 
    a. a bare ``LedgerWorker`` process with ``LedgerMetrics.observe_commit`` as observer and
@@ -85,11 +85,11 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from schemas.times import parse_micros
-from streams.broker import EmbeddedBroker
-from streams.kafka_config import CONSUMER_DEFAULTS, FAST_GROUP_OVERRIDES, PRODUCER_DEFAULTS, consumer_config
-from streams.pipeline import WorkerConfig
-from streams.produce import produce_lines
-from streams.topics import DEFAULT_PARTITIONS, Topic, TopicSettings, ensure_topics
+from streams.kafka.broker import EmbeddedBroker
+from streams.kafka.config import CONSUMER_DEFAULTS, FAST_GROUP_OVERRIDES, PRODUCER_DEFAULTS, consumer_config
+from streams.kafka.produce import produce_lines
+from streams.kafka.topics import DEFAULT_PARTITIONS, Topic, TopicSettings, ensure_topics
+from streams.worker.loop import WorkerConfig
 from tests.benchmarks.allocator import allocator_in_use
 from tests.benchmarks.interpreter import interpreter_in_use
 from tests.benchmarks.pipeline_load import (

@@ -38,9 +38,9 @@ from pathlib import Path
 
 import orjson
 
-from streams.broker import EmbeddedBroker
-from streams.produce import produce_lines
-from streams.topics import TopicSettings, ensure_topics
+from streams.kafka.broker import EmbeddedBroker
+from streams.kafka.produce import produce_lines
+from streams.kafka.topics import TopicSettings, ensure_topics
 from tests.benchmarks.pipeline_load import event_lines, spawn, worker_command
 from tests.benchmarks.stats import load_average
 from tests.benchmarks.trees import in_round_order, parse_trees, tree_environment
@@ -87,7 +87,7 @@ def replay_run(kind: str, tree: Path, round_no: int, bootstrap: str, topics: Top
     """One replay; ``log_records`` is what the log holds (a rebuild reads it all, and does not say so)."""
     state = work / f"{kind}-{round_no}-{tree.name}"
     if kind == "replica":
-        command = [sys.executable, "-m", "streams.cli", "replica", "--state", str(state), "--bootstrap", bootstrap,
+        command = [sys.executable, "-m", "streams.cli.main", "replica", "--state", str(state), "--bootstrap", bootstrap,
                    "--topic-prefix", topics.prefix, "--exit-when-idle", str(IDLE_EXIT)]
         idle = IDLE_EXIT
     else:

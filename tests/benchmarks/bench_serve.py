@@ -5,7 +5,7 @@
 
 Loads ``--events`` generated change events (``generate_events``, default 300,000 over 30,000
 entities) into a ledger once. Then, once per round and tree, a child process builds the API over it
-(``streams.http_api.create_app``, its lifespan run by Starlette's ``TestClient``, in-process: no
+(``streams.api.http.create_app``, its lifespan run by Starlette's ``TestClient``, in-process: no
 network port) and sends ``--requests`` GET requests one after another: owners-of, 3-hop
 dependents-of and approvals-required-for (1:2:1) at random services, both clocks at a random day
 of the history, after 200 unmeasured ones. With ``--trees``, each child runs that source tree's code
@@ -43,7 +43,7 @@ def child(state: Path, requests: int, seed: int) -> dict:
 
     from state.keys import unpack
     from state.kv import RocksKV
-    from streams.http_api import create_app
+    from streams.api.http import create_app
     from tests.benchmarks.stats import percentile
 
     kv = RocksKV(state, read_only=True)
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(args.child, args.requests, args.seed)))
         return 0
     # Here, not at the top: a child runs this file against another tree, which may not have these.
-    from streams.ledger_files import load_into
+    from streams.cli.load import load_into
     from tests.benchmarks.generate import generate_events
     from tests.benchmarks.stats import load_average
     from tests.benchmarks.trees import in_round_order, parse_trees, tree_environment

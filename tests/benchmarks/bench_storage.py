@@ -41,7 +41,7 @@ from rocksdict import MemtableFactory, Options, Rdict, SliceTransform, WriteBatc
 from state.keys import pack, unpack
 from state.kv import RocksKV
 from state.store import LedgerStore
-from streams.ledger_files import load_files
+from streams.cli.load import load_files
 from tests.benchmarks.bench_ledger import command_line, generated_history
 
 DIFFERS = " (differs: not usable as is)"

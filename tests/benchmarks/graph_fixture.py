@@ -1,7 +1,7 @@
 """A generated organisation graph, loaded through the real ledger, exported for the reference engines.
 
 ``build_graph(GraphSpec(entities=...))`` writes change events to a JSONL file, loads them with
-``streams.ledger_files.load_files(..., simulated_clock=True)`` into a RocksDB store in a temporary
+``streams.cli.load.load_files(..., simulated_clock=True)`` into a RocksDB store in a temporary
 directory, then exports every stored edge version (the ``V`` table, through ``state.codec``) into
 
 - a networkx ``MultiDiGraph`` (one edge per version, keyed by edge id, carrying both intervals), and
@@ -45,7 +45,7 @@ from typing import Any
 from state import codec
 from state.open import open_writer
 from state.store import LedgerStore
-from streams.ledger_files import load_files
+from streams.cli.load import load_files
 
 TENANT = "acme"
 END = datetime(2025, 6, 30, tzinfo=UTC)

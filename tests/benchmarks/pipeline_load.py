@@ -38,9 +38,9 @@ from pathlib import Path
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from streams.kafka_config import FAST_GROUP_OVERRIDES, consumer_config, producer_config
-from streams.ledger_log import decode_logged_version
-from streams.topics import Topic, TopicSettings
+from streams.kafka.config import FAST_GROUP_OVERRIDES, consumer_config, producer_config
+from streams.kafka.topics import Topic, TopicSettings
+from streams.log.records import decode_logged_version
 from tests.benchmarks.generate import generate_events
 
 TENANTS = ("acme", "globex", "initech", "umbrella")
@@ -286,7 +286,7 @@ def run_command(state: Path, bootstrap: str, topics: TopicSettings, group: str, 
                 consumer_overrides: dict | None = None) -> list[str]:
     """``edgeledger run`` for one worker on the given broker (no /metrics port; the fast group join
     settings the embedded broker gets, as ``run_pipeline`` adds them when it starts the broker itself)."""
-    command = [sys.executable, "-m", "streams.cli", "run", "--state", str(state), "--bootstrap", bootstrap,
+    command = [sys.executable, "-m", "streams.cli.main", "run", "--state", str(state), "--bootstrap", bootstrap,
                "--group", group, "--topic-prefix", topics.prefix, "--metrics-port", "0"]
     if exit_when_idle is not None:
         command += ["--exit-when-idle", str(exit_when_idle)]
@@ -380,7 +380,7 @@ class StageClock:
 
 
 def _make_timed_worker():
-    from streams.pipeline import LedgerWorker
+    from streams.worker.loop import LedgerWorker
 
     class TimedWorker(LedgerWorker):
         def __init__(self, *args, announce=None, **kwargs) -> None:
@@ -512,7 +512,7 @@ def _worker_main(argv: list[str]) -> int:
                         help="EagerConsume: a batch is what has arrived, not up to batch_max or poll_timeout")
     args = parser.parse_args(argv)
 
-    from streams.pipeline import WorkerConfig
+    from streams.worker.loop import WorkerConfig
 
     def announce(event: str, **data) -> None:
         sys.stdout.write(json.dumps({"event": event, **data}) + "\n")
@@ -574,7 +574,7 @@ def _yardstick_main(argv: list[str]) -> int:
     from rocksdict import Rdict, WriteBatch
 
     from schemas.events import EVENT_ADAPTER
-    from streams.pipeline import WorkerConfig
+    from streams.worker.loop import WorkerConfig
 
     topics = TopicSettings(prefix=args.prefix)
     defaults = WorkerConfig(args.state, args.bootstrap, args.group, topics)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import yaml
 
-from streams.cli import app
-from streams.topics import LOGICAL_TOPICS, TopicSettings
+from streams.cli.main import app
+from streams.kafka.topics import LOGICAL_TOPICS, TopicSettings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 CLI_COMMANDS = {command.name or command.callback.__name__ for command in app.registered_commands}

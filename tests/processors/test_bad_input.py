@@ -7,7 +7,7 @@ import json
 import pytest
 
 from processors.pending import PendingLedger
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 GOOD = {"kind": "change", "event_id": "good-1", "tenant": "acme",
         "source": {"system": "cmdb", "record": "svc/S1"}, "detected_at": "2026-05-01T00:00:00Z",

@@ -30,7 +30,7 @@ from schemas.times import format_micros, parse_micros
 from state.cache_store import CacheStore
 from state.changes import versions_changed_since
 from state.kv import MemoryKV
-from tests.harness import FAR_FUTURE, Ledger
+from tests.support.harness import FAR_FUTURE, Ledger
 
 CONNECTOR = "Component:cmdb:CI0042"
 REPORTS, ETL, DASH = "Service:cmdb:S1", "Service:cmdb:S2", "Service:cmdb:S3"

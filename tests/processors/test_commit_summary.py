@@ -10,7 +10,7 @@ from processors.batch import BatchRunner
 from processors.commit_summary import lag_micros, summarise_commit
 from processors.pending import PendingLedger
 from schemas.times import parse_micros
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 
 def at(text: str) -> int:

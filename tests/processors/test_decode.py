@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from schemas.events import validate_event, validate_event_json
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 CHANGE = {"kind": "change", "event_id": "c-1", "tenant": "acme", "detected_at": "2026-05-01T00:00:00Z",
           "mode": "delta", "source": {"system": "cmdb", "record": "svc/S1", "version": "3"},

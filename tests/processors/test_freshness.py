@@ -27,7 +27,7 @@ from schemas.ontology import default_ontology
 from schemas.slo import SloConfig, SourceSlo, SourceStatus, default_slo, load_slo
 from schemas.times import parse_micros
 from state.freshness_store import FreshnessStore
-from tests.harness import FAR_FUTURE, Ledger
+from tests.support.harness import FAR_FUTURE, Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 CMDB_ONLY = SloConfig(sources={"cmdb": SourceSlo(max_silence_seconds=600, max_p99_lag_seconds=60)})

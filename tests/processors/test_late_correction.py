@@ -1,6 +1,6 @@
 """The architecture's worked example: ownership moves on 1 April, the catalogue learns it on 3 May."""
 
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 CONNECTOR = "Component:cmdb:CI0042"
 ANALYTICS = "Team:hr:T-ANA"

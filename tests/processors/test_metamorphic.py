@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from processors.queries import parse_edge_allowlist
 from processors.traversal import Limits
 from schemas.results import QueryResult
-from tests.harness import FAR_FUTURE, Ledger
+from tests.support.harness import FAR_FUTURE, Ledger
 
 SERVICES = [f"Service:cmdb:S{i}" for i in range(6)]
 COMPONENTS = ["Component:cmdb:C0", "Component:cmdb:C1"]

@@ -56,7 +56,7 @@ def test_a_build_by_another_build_of_the_same_python_is_not_used(project: Path) 
 
 
 def test_a_build_of_other_modules_than_the_list_is_not_used(project: Path) -> None:
-    _edit_manifest(project, sources={**native.source_hashes(project), "streams/pipeline.py": "0" * 64})
+    _edit_manifest(project, sources={**native.source_hashes(project), "streams/worker/loop.py": "0" * 64})
     assert not native.build_is_current(project)[0]
 
 

@@ -4,7 +4,7 @@ from processors.model import EdgeVersion
 from processors.pending import PendingLedger
 from state.kv import MemoryKV
 from state.store import LedgerStore
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 
 class _CountingVersions(dict):

@@ -3,7 +3,7 @@
 from typing import Any
 
 from processors.replay import affected_traces
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 CONNECTOR, ANA, PLAT = "Component:cmdb:CI0042", "Team:hr:T-ANA", "Team:hr:T-PLAT"
 SVC_A, SVC_B = "Service:cmdb:S1", "Service:cmdb:S2"

@@ -6,7 +6,7 @@ from processors.queries import QueryEngine, QueryRequest
 from processors.traversal import Limits, PlanRefused
 from schemas.ontology import default_ontology
 from schemas.times import parse_micros
-from tests.harness import FAR_FUTURE, Ledger
+from tests.support.harness import FAR_FUTURE, Ledger
 
 CONNECTOR = "Component:cmdb:CI0042"
 REPORTS, ETL, DASH = "Service:cmdb:S1", "Service:cmdb:S2", "Service:cmdb:S3"

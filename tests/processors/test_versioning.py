@@ -3,7 +3,7 @@
 import pytest
 
 from processors.queries import parse_edge_allowlist
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 S1, S2, S3 = "Service:cmdb:S1", "Service:cmdb:S2", "Service:cmdb:S3"
 C1, D1 = "Component:cmdb:C1", "Document:wiki:D1"

@@ -14,7 +14,7 @@ from state.keys import pack
 from state.kv import MemoryKV, OrderedKV, RocksKV
 from state.open import open_reader, open_writer
 from state.store import LedgerStore
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 CONNECTOR, REPORTS, ANA = "Component:cmdb:CI0042", "Service:cmdb:S1", "Team:hr:T-ANA"
 

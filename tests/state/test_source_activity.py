@@ -13,7 +13,7 @@ from processors.model import SourceActivity
 from state.keys import pack, unpack
 from state.kv import MemoryKV, RocksKV
 from state.store import LedgerStore
-from tests.harness import Ledger
+from tests.support.harness import Ledger
 
 
 def clock(now: str) -> str:

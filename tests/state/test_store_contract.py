@@ -3,8 +3,8 @@
 import pytest
 
 from state.kv import MemoryKV, RocksKV
-from tests.harness import Ledger
 from tests.processors.test_late_correction import ANALYTICS, CONNECTOR, PLATFORM, late_correction
+from tests.support.harness import Ledger
 
 
 @pytest.fixture(params=["memory", "rocksdb"])

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.broker import EmbeddedBroker
+from streams.kafka.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")

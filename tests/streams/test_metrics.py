@@ -24,8 +24,8 @@ from schemas.results import QueryOut, QueryResult
 from schemas.slo import default_slo
 from state.kv import MemoryKV
 from state.store import LedgerStore
-from streams.ledger_files import make_processor
 from streams.metrics import BatchedHistogram, LedgerMetrics, metrics_asgi_app, serve_metrics
+from streams.processor import make_processor
 from tests.deploy.test_prometheus_rules import APP_METRICS, DASHBOARD, RULES, metric_names
 
 # A metric name in annotation text (the templates query the SLO gauges); expressions go through

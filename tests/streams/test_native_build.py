@@ -20,7 +20,7 @@ def _load(events: Path, state: Path, compiled: bool) -> tuple[dict, str]:
     """``edgeledger load`` in a process of its own; returns its summary and whether it ran compiled."""
     env = {**os.environ, "EDGELEDGER_NATIVE": "1" if compiled else "0"}
     loaded = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "load", "--simulated-clock", "--quiet", "--state", str(state),
+        [sys.executable, "-m", "streams.cli.main", "load", "--simulated-clock", "--quiet", "--state", str(state),
          str(events)], env=env, capture_output=True, text=True, check=True, timeout=300)
     core = subprocess.run([sys.executable, "-c", "from processors import native; print(native.active())"],
                           env=env, capture_output=True, text=True, check=True, timeout=60)

