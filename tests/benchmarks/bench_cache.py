@@ -3,7 +3,7 @@
     python -m tests.benchmarks.bench_cache [--quick] [--uniform] [--events N] [--entities N]
         [--rounds R] [--writes W] [--queries Q] [--seed S]
 
-Loads a generated history (``tests/benchmarks/generate.py``: ``--events`` change events over
+Loads a generated history (``tests/support/generate.py``: ``--events`` change events over
 ``--entities`` entities) into a RocksDB ledger, then alternates, ``--rounds`` times:
 
 1. ``--writes`` further change events from the same generator, applied through the ledger processor
@@ -46,9 +46,9 @@ from schemas.ontology import default_ontology
 from state.cache_store import CacheStore
 from state.changes import versions_changed_since
 from state.kv import RocksKV
-from tests.benchmarks.generate import generate_events
 from tests.benchmarks.sizes import fill_sizes
 from tests.benchmarks.stats import percentile
+from tests.support.generate import generate_events
 from tests.support.harness import Ledger
 
 TENANT = "acme"

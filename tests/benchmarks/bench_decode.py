@@ -4,7 +4,7 @@
 
 The ledger validates each event from its bytes (``validate_event_json``) and decodes in two steps
 (``orjson.loads`` then ``validate_event``) only what that refuses. This times both, and orjson alone,
-over the same generated change events (``tests.benchmarks.generate``), CPU time per event, best of
+over the same generated change events (``tests.support.generate``), CPU time per event, best of
 ``--rounds`` passes, interleaved. A micro-measure: in a large load the event's other work and its
 memory traffic dominate (docs/performance-log.md, session 22).
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable
 import orjson
 
 from schemas.events import validate_event, validate_event_json
-from tests.benchmarks.generate import generate_events
+from tests.support.generate import generate_events
 
 
 def per_event_us(decode: Callable[[bytes], object], lines: list[bytes]) -> float:

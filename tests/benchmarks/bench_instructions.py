@@ -8,7 +8,7 @@ about 0.2 % (RocksDB's background threads meet the loading thread at other momen
 heavy beside it, one run alongside the test suite was 2 % off). So a change is judged here first,
 then confirmed by interleaved timings.
 
-``--warm W`` events of ``tests.benchmarks.generate`` (default 0) are loaded first, under valgrind
+``--warm W`` events of ``tests.support.generate`` (default 0) are loaded first, under valgrind
 but not instrumented (about 5x slower than native), then the next ``--events N`` (default 20,000)
 are loaded by the same processor into the same store, instrumented (about 50x slower). Counting
 starts and stops with ``BatchRunner.run``'s compiled function, so only the loading thread's
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from processors import native
-from tests.benchmarks.generate import generate_events
+from tests.support.generate import generate_events
 
 RUN_SYMBOL = "CPyDef_batch___BatchRunner___run"
 """The compiled ``BatchRunner.run``: callgrind counts only while the loading thread is inside it."""

@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.bench_ledger [--events N] [--entities N] [--queries N] [--quick]
 
-1. Generates ``--events`` change events over ``--entities`` entities with ``tests/benchmarks/generate.py``
+1. Generates ``--events`` change events over ``--entities`` entities with ``tests/support/generate.py``
    (about 60 % new dependencies with power-law targets, 20 % ownership changes, some backdated: late
    corrections, 10 % retractions, 10 % membership and policy edges; ``clock`` events drive a simulated
    transaction clock) into a temporary JSONL file. Generation is not timed.
@@ -44,10 +44,10 @@ from schemas.times import to_micros
 from state.open import open_reader
 from streams.cli.load import load_into
 from tests.benchmarks.allocator import allocator_in_use
-from tests.benchmarks.generate import START, end_of_history, generate_events
 from tests.benchmarks.interpreter import interpreter_in_use
 from tests.benchmarks.sizes import fill_sizes
 from tests.benchmarks.stats import percentile
+from tests.support.generate import START, end_of_history, generate_events
 
 TENANT = "acme"
 QUICK = {"events": 20_000, "entities": 5_000, "queries": 1_000}

@@ -31,7 +31,7 @@ def measure(events: int, entities: int) -> dict[str, float]:
 
     from processors.batch import BatchRunner
     from streams.log.records import outbox_for
-    from tests.benchmarks.generate import generate_events
+    from tests.support.generate import generate_events
     from tests.support.harness import Ledger
 
     ledger = Ledger()

@@ -5,7 +5,7 @@
 
 Every run gets its own embedded Tansu broker (``streams.kafka.broker.EmbeddedBroker``, memory-only, started
 and stopped here), its own topics and a state directory under one temporary directory that is removed
-at the end. Events come from ``tests.benchmarks.generate.generate_events`` over four tenants
+at the end. Events come from ``tests.support.generate.generate_events`` over four tenants
 (interleaved, so all four partitions of each input topic are used), ``simulated_clock=False``.
 Workers always run in their own processes, never on a thread of this one.
 

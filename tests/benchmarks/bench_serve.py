@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # Here, not at the top: a child runs this file against another tree, which may not have these.
     from streams.cli.load import load_into
-    from tests.benchmarks.generate import generate_events
     from tests.benchmarks.stats import load_average
     from tests.benchmarks.trees import in_round_order, parse_trees, tree_environment
+    from tests.support.generate import generate_events
 
     trees = parse_trees(args.trees)
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as scratch:

@@ -3,7 +3,7 @@
     python -m tests.benchmarks.bench_storage [--events N] [--entities N] [--rounds R] [--seed S]
         [--variants NAME,...]
 
-1. Loads ``--events`` generated events (``tests/benchmarks/generate.py``) with ``load_files``, what
+1. Loads ``--events`` generated events (``tests/support/generate.py``) with ``load_files``, what
    ``edgeledger load --simulated-clock`` runs, on a store that records in order every point read,
    every prefix scan (with how many rows the ledger took of it) and every write batch.
 2. Replays that sequence, with no ledger code in between, through ``RocksKV`` into a fresh

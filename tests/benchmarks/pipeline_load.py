@@ -41,7 +41,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from streams.kafka.config import FAST_GROUP_OVERRIDES, consumer_config, producer_config
 from streams.kafka.topics import Topic, TopicSettings
 from streams.log.records import decode_logged_version
-from tests.benchmarks.generate import generate_events
+from tests.support.generate import generate_events
 
 TENANTS = ("acme", "globex", "initech", "umbrella")
 BATCH_PREFIX = b'{"kind":"batch"'

@@ -34,7 +34,7 @@ def test_state_and_clock_survive_reopening(tmp_path) -> None:
 def test_state_does_not_depend_on_batch_boundaries() -> None:
     """Workers commit whatever a poll returned; the ledger must not care where batches split."""
     from processors.batch import BatchRunner
-    from tests.benchmarks.generate import generate_events
+    from tests.support.generate import generate_events
 
     lines = list(generate_events(3000, 300, seed=3))
     states = []
@@ -55,7 +55,7 @@ def test_the_believed_edges_cache_agrees_with_a_cold_read(cache_entries: int) ->
     from processors.batch import BatchRunner
     from state.keys import unpack
     from state.store import LedgerStore
-    from tests.benchmarks.generate import generate_events
+    from tests.support.generate import generate_events
 
     ledger = Ledger()
     warm = LedgerStore(ledger.kv, cache_entries=cache_entries)
@@ -85,7 +85,7 @@ def test_state_in_an_older_layout_is_refused_with_a_clear_reason() -> None:
 
 def test_a_past_adjacency_read_is_exactly_what_was_recorded_by_then(backend) -> None:
     """Adjacency rows are in order of recording; a read as of known_at stops at the key alone."""
-    from tests.benchmarks.generate import generate_events
+    from tests.support.generate import generate_events
 
     ledger = Ledger(kv=backend())
     ledger.send(*generate_events(600, 40, seed=9))
@@ -103,7 +103,7 @@ def test_an_adjacency_key_whose_version_is_missing_is_a_format_error(backend) ->
     always has its ``V`` row in a state this code wrote, so a missing one is named, never skipped."""
     from state.keys import pack
     from state.store import StateFormatError
-    from tests.benchmarks.generate import generate_events
+    from tests.support.generate import generate_events
 
     ledger = Ledger(kv=backend())
     ledger.send(*generate_events(600, 40, seed=9))

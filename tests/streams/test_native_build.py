@@ -11,7 +11,7 @@ from pathlib import Path
 from processors import native
 from state.kv import RocksKV
 from streams import native_build
-from tests.benchmarks.generate import generate_events
+from tests.support.generate import generate_events
 
 BAD_LINES = ['{"kind": "change", "tenant": ', '{"kind": "gossip", "tenant": "acme", "event_id": "x"}', "[]"]
 

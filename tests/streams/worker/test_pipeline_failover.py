@@ -52,8 +52,8 @@ from streams.worker.loop import (
     LedgerWorker,
     WorkerConfig,
 )
-from tests.benchmarks.generate import generate_events
 from tests.benchmarks.pipeline_load import LogPipe
+from tests.support.generate import generate_events
 from tests.support.pipeline import (
     assert_exactly_once_effect,
     batch_records,

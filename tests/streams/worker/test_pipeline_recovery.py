@@ -18,8 +18,8 @@ from streams.kafka.produce import produce_files
 from streams.kafka.topics import ensure_topics
 from streams.log.replica import run_replica
 from streams.worker.loop import FAILPOINT_CRASH_AFTER_COMMIT
-from tests.benchmarks.generate import generate_events
 from tests.benchmarks.pipeline_load import LogPipe, count_applied
+from tests.support.generate import generate_events
 from tests.support.pipeline import (
     assert_exactly_once_effect,
     comparable_state,
