@@ -138,6 +138,8 @@ def produce(
     from streams.kafka.produce import produce_files
     from streams.kafka.topics import TopicSettings, ensure_topics
 
+    if not bootstrap.strip():
+        raise CliError("--bootstrap is empty: give host:port[,host:port...]")
     topics = TopicSettings(prefix=topic_prefix)
     ensure_topics(bootstrap, topics)
     sent = produce_files(files, bootstrap, topics, progress=not quiet)
