@@ -12,11 +12,9 @@ from processors.ports import LedgerReader
 
 BATCH_EVENTS = 250
 """Events per atomic write when loading. Smaller batches keep a batch's pending changes and its write
-batch within the CPU caches. With the compiled core, 250 against 500 took less loading-thread CPU in
-7 of 8 interleaved pairs (300k events: 6 pairs, about 6 % on average; 1M events: 61.5 against 84.4 s
-and 63.9 against 67.9 s); 125 was no better than 250. (Pure Python, session 5: 500 against 2,000,
-7 % less at 1M.) Each write also drops the store's idle iterators, so much smaller batches pay that
-more often. State does not depend on where batches split."""
+batch within the CPU caches, so they take less loading-thread CPU, down to about this size
+(docs/performance.md); each write also drops the store's idle iterators, so much smaller batches pay
+that more often. State does not depend on where batches split."""
 
 
 @dataclass

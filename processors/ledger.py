@@ -1,8 +1,8 @@
 """The ledger processor: one raw event in, effects on a ``PendingLedger`` out.
 
-decode -> validate -> resolve -> apply. Every failure becomes data: a dead letter carrying the
-original text, the stage and the reason, or a review item when we abstain. Nothing is lost, and
-``BatchCounts.balanced()`` proves it.
+decode -> validate -> resolve -> apply (``processors.apply``). Every failure becomes data: a dead
+letter carrying the original text, the stage and the reason, or a review item when we abstain.
+Nothing is lost, and ``BatchCounts.balanced()`` proves it.
 """
 
 from __future__ import annotations
@@ -10,62 +10,21 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from sys import intern
-from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
+from processors.apply import Parked, Rejected, apply_event
 from processors.clock import TransactionClock, micros_of
-from processors.identity import Mention, MentionResolver, Resolution
-from processors.model import (
-    DeadLetter,
-    EventOutcome,
-    Heartbeat,
-    LogicalEdge,
-    Outcome,
-    ReviewItem,
-    Trace,
-    fields_of,
-    new_tuple,
-)
+from processors.model import DeadLetter, EventOutcome, Outcome, ReviewItem, fields_of, new_tuple
 from processors.pending import PendingLedger
-from processors.versioning import WORDED, Fact, Provenance, Versioner, derive_id
+from processors.versioning import derive_id
 from processors.vocabulary import Vocabulary
-from schemas.events import (
-    AliasCommand,
-    Assertion,
-    ChangeEvent,
-    ClockEvent,
-    EntityMention,
-    HeartbeatEvent,
-    LedgerEvent,
-    MergeCommand,
-    Retraction,
-    RevokeEvent,
-    RevokeSourceEvent,
-    SplitCommand,
-    TraceEvent,
-    validate_event,
-    validate_event_json,
-)
+from schemas.events import ClockEvent, LedgerEvent, validate_event, validate_event_json
 from schemas.ontology import Ontology
 
 Misrouted = Callable[[str], str | None]
 """Given an event's tenant: why it may not be applied where it arrived (a pipeline's routing rule), or None."""
-
-
-class Rejected(Exception):
-    """The event cannot be applied; it goes to dead-letter with this reason."""
-
-
-class Parked(Exception):
-    """We abstain: the event waits in the review queue."""
-
-    def __init__(self, category: str, reason: str, details: dict[str, object]):
-        super().__init__(reason)
-        self.category = category
-        self.details = details
 
 
 def describe_validation_error(error: ValidationError) -> str:
@@ -95,11 +54,9 @@ class LedgerProcessor:
         takes each raw event with its entry here, and applies it exactly as if it had validated it itself.
 
         Why a pass of its own: validating an event inside ``process``, between the applications of the
-        events around it, took about 2.5 times as long as validating the same events one after another
-        (26 against 10 µs an event on a 300k-event load): applying evicts the validator's working set
-        from the CPU caches. Validating the batch first, then applying it, took 13 % less of the loading
-        thread at 300k events and 15-18 % less at 1M (docs/performance-log.md, session 23). Validation
-        has no effect on the ledger, so moving it ahead changes nothing else. An event the schema refuses
+        events around it, is much slower than validating the same events one after another: applying
+        evicts the validator's working set from the CPU caches (docs/performance.md). Validation has no
+        effect on the ledger, so moving it ahead changes nothing else. An event the schema refuses
         is validated again in ``process`` before its step-by-step decoding: refusals are rare, and the
         dead-letter path costs several validations' worth anyway."""
         validated: list[LedgerEvent | None] = []
@@ -180,7 +137,7 @@ class LedgerProcessor:
         tx = self.clock.tick(ledger.last_tx())
         ledger.tx = tx
         try:
-            self._apply(event, ledger, tx)
+            apply_event(event, ledger, tx, self._vocabulary)
         except Rejected as rejected:
             outcome = self._dead_letter(ledger, "apply", str(rejected), _original(raw), stated)
         except Parked as parked:
@@ -206,9 +163,9 @@ class LedgerProcessor:
 
     def _decode_step_by_step(self, raw: bytes | str, ledger: PendingLedger) -> LedgerEvent | Outcome:
         """An event refused when validated from its bytes, decoded and validated again in two steps,
-        as before that path existed: these decide. A refused event's dead letter says which step
-        failed (not UTF-8, malformed JSON, not an object, the schema); an event these accept is
-        applied (``tests/processors/test_decode.py`` has the one kind known)."""
+        which decide: a refused event's dead letter says which step failed (not UTF-8, malformed JSON,
+        not an object, the schema); an event these accept is applied (``tests/processors/test_decode.py``
+        has the one kind known)."""
         try:
             document = self._document = orjson.loads(raw)
         except orjson.JSONDecodeError as error:
@@ -249,158 +206,6 @@ class LedgerProcessor:
         if isinstance(tenant, str) and isinstance(event_id, str) and stage == "apply":
             ledger.mark_seen(tenant, event_id, "dead_lettered")
         return "dead_lettered"
-
-    # -- per kind ------------------------------------------------------------------------------------------
-    def _apply(self, event, ledger: PendingLedger, tx: int) -> None:
-        match event:
-            case ChangeEvent():
-                self._apply_change(event, ledger, tx)
-            case RevokeEvent():
-                version = ledger.version(event.tenant, event.edge_id)
-                if version is None:
-                    raise Rejected(f"unknown edge id {event.edge_id!r} for tenant {event.tenant!r}")
-                # The fact and what remains of it: the believed versions of its edge that share its origin.
-                fact = [v for v in ledger.believed_edge(event.tenant, version.src, version.rel, version.dst)
-                        if v.origin == version.origin]
-                versioner = Versioner(ledger, self._vocabulary, event.tenant, event.event_id, tx)
-                versioner.revoke(fact, "revoke")
-                versioner.finish("revoke")
-            case RevokeSourceEvent():
-                source = event.source
-                versions = ledger.believed_by_source(event.tenant, source.system, source.record, source.version)
-                versioner = Versioner(ledger, self._vocabulary, event.tenant, event.event_id, tx)
-                versioner.revoke(versions, "revoke_source")
-                versioner.finish("revoke_source")
-            case AliasCommand():
-                if ledger.entity(event.tenant, event.entity) is None:
-                    raise Rejected(f"unknown entity {event.entity!r} for tenant {event.tenant!r}")
-                resolver = MentionResolver(ledger, event.tenant)
-                entity_type, _, system_id = event.entity.partition(":")
-                resolver.resolve(Mention(entity_type, system_id, None, (event.alias,)))
-                resolver.commit(ledger, tx)
-            case MergeCommand() | SplitCommand():
-                raise Parked(
-                    "identity_command",
-                    f"{event.kind} commands are parked for review: this ledger does not apply merges or "
-                    "splits yet (entity resolution is a later stage); nothing was changed",
-                    {"command": event.model_dump(mode="json", by_alias=True)},
-                )
-            case TraceEvent():
-                ledger.traces.append(
-                    Trace(
-                        tenant=event.tenant,
-                        trace_id=event.trace_id,
-                        event_id=event.event_id,
-                        query=event.query,
-                        valid_at=micros_of(event.valid_at),
-                        known_at=micros_of(event.known_at),
-                        edge_ids=event.edge_ids,
-                        action=event.action,
-                        tx_at=tx,
-                    )
-                )
-            case HeartbeatEvent():
-                ledger.heartbeats.append(
-                    Heartbeat(event.tenant, event.source.system, micros_of(event.detected_at), tx)
-                )
-
-    def _apply_change(self, event: ChangeEvent, ledger: PendingLedger, tx: int) -> None:
-        # Speed: every field of the event is read once, from the models' ``fields_of``. The names that
-        # key the ledger's caches (tenant, relationship, source system, entity ids) are interned: late
-        # in a large load most cache lookups miss the CPU caches, and a key made of the very strings
-        # the cache holds compares by identity instead of reading the stored strings' text.
-        stated_event = fields_of(event)
-        tenant: str = intern(stated_event["tenant"])
-        resolver = MentionResolver(ledger, tenant)
-        assertions = [self._stated(resolver, item, True) for item in stated_event["assert_"]]
-        retractions = [self._stated(resolver, item, False) for item in stated_event["retract"]]
-        for index, stated in enumerate(assertions):
-            self._check_ontology(stated, f"assert[{index}]")
-        for index, stated in enumerate(retractions):
-            self._check_ontology(stated, f"retract[{index}]", check_phrase=False)
-        resolver.commit(ledger, tx)
-
-        source = fields_of(stated_event["source"])
-        detected_at = micros_of(stated_event["detected_at"])
-        provenance = Provenance(intern(source["system"]), source["record"], source["version"], detected_at)
-        versioner = Versioner(ledger, self._vocabulary, tenant, stated_event["event_id"], tx)
-        for stated in retractions:
-            # A delta retraction ends the edge whichever record of the authority asserted it.
-            versioner.retract(stated.src, stated.rel, stated.dst, provenance.authority, stated.valid_from,
-                              stated.phrase)
-
-        if stated_event["mode"] == "snapshot":
-            record = provenance.record
-            assert record is not None
-            asserted = {_logical(stated.src, stated.rel, stated.dst, stated.phrase) for stated in assertions}
-            says_now = ledger.believed_from_record(tenant, provenance.authority, record)
-            omitted = {_logical(v.src, v.rel, v.dst, v.phrase) for v in says_now} - asserted
-            effective_at = stated_event["effective_at"]
-            effective = micros_of(effective_at) if effective_at else detected_at
-            for edge in sorted(omitted, key=lambda e: (e.src, e.rel, e.dst, e.phrase or "")):
-                # Only what this record still says: a piece another record restated is that record's.
-                versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective, edge.phrase,
-                                  record)
-
-        for stated in assertions:
-            versioner.assert_fact(stated.fact(), provenance)
-        versioner.finish("change")
-
-    def _stated(self, resolver: MentionResolver, item: Assertion | Retraction, asserted: bool) -> _Stated:
-        stated = fields_of(item)
-        return _Stated(stated, asserted, self._resolve(resolver, stated["src"]), self._resolve(resolver, stated["dst"]))
-
-    @staticmethod
-    def _resolve(resolver: MentionResolver, stated: EntityMention) -> tuple[Mention, str]:
-        """The mention as read once, and the entity it resolves to."""
-        mention = Mention.of(stated)
-        resolution: Resolution = resolver.resolve(mention)
-        if resolution.kind == "ambiguous":
-            raise Parked(
-                "ambiguous_entity",
-                f"the name {mention.name!r} matches several {mention.type} entities; "
-                "abstaining rather than guessing",
-                {"mention": mention.as_json(), "candidates": list(resolution.candidates)},
-            )
-        assert resolution.entity_id is not None
-        return mention, resolution.entity_id
-
-    def _check_ontology(self, stated: _Stated, where: str, check_phrase: bool = True) -> None:
-        violation = self._vocabulary.violation(stated.src_type, stated.rel, stated.dst_type, stated.phrase,
-                                               check_phrase)
-        if violation:
-            raise Rejected(f"{where}: ontology violation: {violation}")
-
-
-class _Stated:
-    """An assertion or retraction of a change event (its ``fields_of``), its fields read once, its
-    ends resolved."""
-
-    def __init__(self, item: dict[str, Any], asserted: bool, src: tuple[Mention, str],
-                 dst: tuple[Mention, str]) -> None:
-        self.item = item
-        self.asserted = asserted
-        self.src_type = src[0].type
-        self.src = src[1]
-        self.dst_type = dst[0].type
-        self.dst = dst[1]
-        self.rel: str = intern(item["rel"])
-        valid_from = item["valid_from"]
-        self.valid_from = micros_of(valid_from) if valid_from else None
-        self.phrase: str | None = item["phrase"]
-
-    def fact(self) -> Fact:
-        """The assertion as the versioner takes it (its remaining fields read here, once)."""
-        assert self.asserted, "only an assertion states a fact"
-        item = self.item
-        valid_to = micros_of(item["valid_to"]) if item["valid_to"] else None
-        return Fact(self.src, self.rel, self.dst, self.valid_from, valid_to, item["evidence"], item["confidence"],
-                    self.phrase)
-
-
-def _logical(src: str, rel: str, dst: str, phrase: str | None) -> LogicalEdge:
-    """The logical edge a version or an assertion is of: the wording counts only for ``other``."""
-    return LogicalEdge(src, rel, dst, phrase if rel == WORDED else None)
 
 
 def _not_utf8(raw: bytes | str) -> str | None:

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 COMPILED = (
+    "processors/apply.py",
     "processors/batch.py",
     "processors/clock.py",
     "processors/commit_summary.py",
@@ -37,12 +38,16 @@ COMPILED = (
     "processors/vocabulary.py",
     "state/codec.py",
     "state/keys.py",
+    "state/layout.py",
     "state/pipeline_store.py",
+    "state/reads.py",
     "state/store.py",
+    "streams/log/outbox.py",
     "streams/log/records.py",
 )
 """What one event's processing and commit run through, and what a worker's batch emits (``state.pipeline_store``'s
-outbox rows, ``streams.log.records``'s records and the ``Replay`` that reads them back); the query paths stay Python."""
+outbox rows, ``streams.log.outbox``'s records and the ``Replay`` of ``streams.log.records`` that reads them back);
+the query paths stay Python."""
 
 BUILD_DIR = ".native"
 MANIFEST = "manifest.json"

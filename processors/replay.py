@@ -22,7 +22,8 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from processors.model import EdgeVersion, Trace
-from processors.queries import InvalidQuery, QueryEngine, QueryRequest, request_from
+from processors.queries import QueryEngine, QueryRequest
+from processors.query_requests import InvalidQuery, request_from
 from processors.traversal import PlanRefused
 from schemas.ontology import Ontology
 from schemas.query_params import LIMIT_FIELDS, PARAMS, QUERY_NAMES, parameter_errors

@@ -1,6 +1,6 @@
 """The parameters of each query, as users give them: one definition for the CLI, the HTTP API (whose
 OpenAPI document is generated from these models) and trace replay, so that the three accept and
-refuse the same questions. ``processors.queries.request_from`` turns them into the engine's request.
+refuse the same questions. ``processors.query_requests.request_from`` turns them into the engine's request.
 
 Values arrive as text or numbers; instants stay text here (ISO-8601) and are parsed with the rest
 of a request's meaning (an unknown relationship or entity type, an empty window), which needs the

@@ -13,6 +13,7 @@ import orjson
 
 from state.keys import pack, unpack
 from state.kv import OrderedKV
+from state.layout import StateFormatError
 
 OFFSET = b"G"
 OUTBOX = b"W"
@@ -23,8 +24,8 @@ _REBUILDING = b"M" + pack("rebuilding")
 _GIVEN_UP = b"M" + pack("given_up")
 """Log partitions this state gave up in a rebalance, each with where the partition's log ended then,
 the record id this state last sent there and the epoch of its fence there (``pack(partition)`` ->
-``[OFFSET, RECORD_ID, [ERA, GENERATION] | null]``; before session 20 ``OFFSET RECORD_ID``): of that
-partition, the state holds the log before that offset, if the record before it is that one."""
+``[OFFSET, RECORD_ID, [ERA, GENERATION] | null]``): of that partition, the state holds the log
+before that offset, if the record before it is that one."""
 
 _FENCE = b"M" + pack("fence")
 """The last fence on each log partition (``pack(partition)`` -> ``[ERA, GENERATION]``, as a given-up
@@ -45,11 +46,8 @@ class GivenUp(NamedTuple):
 
 _FRAME = struct.Struct(">HHIi")
 """Outbox frame header: the sizes of topic, key and value, and the partition (-1: the key's)."""
-_FRAMED_WITH_PARTITION = b"\xfe\x02"
-"""How an outbox row of ``_FRAME`` frames begins. A row written before partitions were framed
-(``_FRAME_V1``) begins with its first topic name's size, whose high byte is 0 for any name shorter
-than 256 bytes, so the two never meet."""
-_FRAME_V1 = struct.Struct(">HHI")
+_FRAMED = b"\xfe\x02"
+"""How an outbox row of ``_FRAME`` frames begins: a row that does not is refused, not misread."""
 
 OutboxRecord = tuple[str, str, bytes, int]
 """(topic, key, value, partition): ``partition`` -1 lets the producer choose by key."""
@@ -95,12 +93,11 @@ class PipelineStore:
         found = {}
         for key, value in self.kv.scan(_GIVEN_UP):
             partition = int(unpack(key[len(_GIVEN_UP):])[0])
-            if value.startswith(b"["):
-                end, record_id, fence = orjson.loads(value)
-                found[partition] = GivenUp(int(end), str(record_id), tuple(fence) if fence is not None else None)
-            else:
-                end, _, record_id = value.decode().partition(" ")
-                found[partition] = GivenUp(int(end), record_id)
+            if not value.startswith(b"["):
+                raise StateFormatError(f"log partition {partition}'s given-up note {value[:40]!r} is not "
+                                       "[OFFSET, RECORD_ID, EPOCH]: rebuild the state from the edge-versions log")
+            end, record_id, fence = orjson.loads(value)
+            found[partition] = GivenUp(int(end), str(record_id), tuple(fence) if fence is not None else None)
         return found
 
     def give_up(self, log_ends: dict[int, GivenUp]) -> None:
@@ -155,7 +152,7 @@ class PipelineStore:
             return [], []
         self._sequence += 1
         outbox_key = OUTBOX + pack(self._sequence)
-        frames = [_FRAMED_WITH_PARTITION]
+        frames = [_FRAMED]
         for topic, key, value, partition in records:
             topic_bytes, key_bytes = topic.encode(), key.encode()
             frames.append(_FRAME.pack(len(topic_bytes), len(key_bytes), len(value), partition))
@@ -166,16 +163,13 @@ class PipelineStore:
         """Records committed but not yet confirmed sent, in commit order, each with its outbox row's key."""
         pending = []
         for row_key, row in self.kv.scan(OUTBOX):
-            with_partition = row.startswith(_FRAMED_WITH_PARTITION)
-            position = len(_FRAMED_WITH_PARTITION) if with_partition else 0
+            if not row.startswith(_FRAMED):
+                raise StateFormatError(f"the outbox row {row_key!r} is not in frames this edgeledger writes: "
+                                       "rebuild the state from the edge-versions log")
+            position = len(_FRAMED)
             while position < len(row):
-                if with_partition:
-                    topic_size, key_size, value_size, partition = _FRAME.unpack_from(row, position)
-                    position += _FRAME.size
-                else:
-                    topic_size, key_size, value_size = _FRAME_V1.unpack_from(row, position)
-                    position += _FRAME_V1.size
-                    partition = -1
+                topic_size, key_size, value_size, partition = _FRAME.unpack_from(row, position)
+                position += _FRAME.size
                 topic = row[position:position + topic_size].decode()
                 position += topic_size
                 key = row[position:position + key_size].decode()

@@ -14,15 +14,13 @@ can compare them with its own ``time()``.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from threading import Lock, Thread
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from threading import Thread
 from typing import Generic, TypeVar
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 from prometheus_client.asgi import make_asgi_app
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
-from prometheus_client.utils import floatToGoString
 
 from processors.commit_summary import summarise_commit
 from processors.freshness import LAG_BUCKETS_SECONDS
@@ -59,56 +57,34 @@ class _Children(Generic[M]):
 
 
 class BatchedHistogram:
-    """A histogram with one label that takes a committed batch's observations at once.
+    """prometheus-client's ``Histogram`` with one label, fed a committed batch's values at once.
 
-    ``prometheus_client.Histogram.observe`` walks the bucket bounds in Python and takes a lock per
-    count it adds: with the 55 freshness-lag buckets that was most of ``observe_commit``'s time.
-    Here a batch's values are bucketed by ``bisect`` into plain lists and merged under one lock; a
-    scrape copies them under the same lock and exposes them as a ``HistogramMetricFamily`` (the
-    ``_bucket``, ``_count`` and ``_sum`` series of the same name, ``le`` written as the client writes
-    it)."""
+    Why: ``Histogram.observe`` walks the bucket bounds in Python and takes a lock per value, most of
+    ``observe_commit``'s time on the worker's hot path with the 55 freshness-lag buckets. Here a
+    batch's values are counted per bucket by ``bisect``, then added to the client's own bucket and
+    sum values, one ``inc`` per bucket the batch touched: the client histogram holds and exposes
+    everything."""
 
     def __init__(self, name: str, documentation: str, label: str, buckets: Iterable[float],
                  registry: CollectorRegistry) -> None:
-        self.name, self.documentation, self.label = name, documentation, label
-        bounds = [float(bound) for bound in buckets]
-        if bounds[-1] != float("inf"):
-            bounds.append(float("inf"))
-        self._bounds = tuple(bounds)
-        self._le = [floatToGoString(bound) for bound in bounds]
-        self._counts: dict[str, list[int]] = {}
-        self._sums: dict[str, float] = {}
-        self._lock = Lock()
-        registry.register(self)
+        self.histogram = Histogram(name, documentation, [label], buckets=tuple(buckets), registry=registry)
+        self._bounds: tuple[float, ...] = tuple(self.histogram._upper_bounds)  # the client's, +Inf last
 
     def observe_all(self, label_value: str, values: Sequence[float]) -> None:
-        """Observe each of ``values`` for ``label_value`` (none: no series, as the client's would not be)."""
+        """Observe each of ``values`` for ``label_value`` (none: no series, as ``observe`` would make none)."""
         if not values:
             return
         bounds = self._bounds
         counts = [0] * len(bounds)
         total = 0.0
         for value in values:
-            counts[bisect_left(bounds, value)] += 1  # the first bucket whose bound is >= value
+            counts[bisect_left(bounds, value)] += 1  # the first bucket whose bound is >= value, as observe's
             total += value
-        with self._lock:
-            kept = self._counts.setdefault(label_value, [0] * len(bounds))
-            for index, count in enumerate(counts):
-                if count:
-                    kept[index] += count
-            self._sums[label_value] = self._sums.get(label_value, 0.0) + total
-
-    def collect(self) -> Iterator[Metric]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=[self.label])
-        with self._lock:
-            snapshot = [(value, list(counts), self._sums[value]) for value, counts in self._counts.items()]
-        for value, counts, total in snapshot:
-            cumulative, running = [], 0
-            for le, count in zip(self._le, counts, strict=True):
-                running += count
-                cumulative.append((le, float(running)))
-            family.add_metric([value], cumulative, total)
-        yield family
+        child = self.histogram.labels(label_value)
+        for bucket, count in zip(child._buckets, counts, strict=True):
+            if count:
+                bucket.inc(count)
+        child._sum.inc(total)
 
 
 def source_label(system: str | None, kind: str | None) -> str:

@@ -33,15 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from processors.cache import CachedQueryEngine, CacheStatus
 from processors.freshness import stale_sources_for_queries
 from processors.heap import SettledHeap
-from processors.queries import (
-    InvalidQuery,
-    QueryEngine,
-    QueryRequest,
-    StaleSources,
-    history_request_from,
-    no_stale_sources,
-    request_from,
-)
+from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources
+from processors.query_requests import InvalidQuery, history_request_from, request_from
 from processors.traversal import PlanRefused
 from schemas.bounds import TENANT_PATTERN
 from schemas.cache import CacheInvalidation

@@ -9,7 +9,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from processors.queries import instant_param
+from processors.query_requests import instant_param
 from schemas.ontology import Ontology, default_ontology, load_ontology
 from streams.processor import wall_clock_micros
 

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from processors.freshness import stale_sources_for_queries
 from processors.model import EdgeVersion
-from processors.queries import QueryEngine, UnknownToOntology, history_request_from, request_from
+from processors.queries import QueryEngine
+from processors.query_requests import UnknownToOntology, history_request_from, request_from
 from schemas.query_params import (
     MAX_DEGREE,
     MAX_DEPTH,

@@ -1,5 +1,6 @@
-"""The ``edge-versions`` log: the records a committed batch emits (``records``, compiled with the
-core) and the query replica that materialises them (``replica``)."""
+"""The ``edge-versions`` log: the records a committed batch emits (``outbox``) and their reading
+back (``records``), both compiled with the core, and the query replica that materialises them
+(``replica``)."""
 
 from processors.native import prefer_compiled
 

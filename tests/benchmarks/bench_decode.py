@@ -6,7 +6,7 @@ The ledger validates each event from its bytes (``validate_event_json``) and dec
 (``orjson.loads`` then ``validate_event``) only what that refuses. This times both, and orjson alone,
 over the same generated change events (``tests.support.generate``), CPU time per event, best of
 ``--rounds`` passes, interleaved. A micro-measure: in a large load the event's other work and its
-memory traffic dominate (docs/performance-log.md, session 22).
+memory traffic dominate.
 """
 
 from __future__ import annotations

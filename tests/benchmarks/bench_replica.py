@@ -17,7 +17,7 @@ compared side by side on the same log.
 
 Reported per run: the child's CPU seconds (all threads; ``os.wait4``), its wall clock less the wait
 of the exit when idle (a rebuild's second of quiet at the end of each partition's log stays in: it
-is part of what a rebuild costs, and since session 18 the partitions' quiet ends overlap), log
+is part of what a rebuild costs, and the partitions' quiet ends overlap), log
 records per CPU second (a rebuild's are those the replica before it read: the whole log), and a
 check that the versions (``V`` rows) equal the first worker's byte for byte. Python's start-up,
 imports and the group join are in both figures, the same for every tree.

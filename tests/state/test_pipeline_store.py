@@ -1,7 +1,10 @@
 """The worker's bookkeeping: input offsets and the outbox survive as written, in commit order."""
 
+import pytest
+
 from state import keys
 from state.kv import MemoryKV
+from state.layout import StateFormatError
 from state.pipeline_store import PipelineStore
 
 
@@ -27,15 +30,15 @@ def test_an_empty_batch_parks_nothing() -> None:
     assert PipelineStore(MemoryKV()).outbox_puts([]) == ([], [])
 
 
-def test_an_outbox_row_written_before_partitions_were_framed_still_reads() -> None:
+def test_an_outbox_row_in_other_frames_is_refused_with_a_clear_reason() -> None:
     import struct
 
     kv = MemoryKV()
     frames = b"".join(struct.pack(">HHI", len(t), len(k), len(v)) + t + k + v
-                      for t, k, v in ((b"edge-versions", b"acme", b"{}"), (b"dead-letter", b"", b"\xfe\x02")))
+                      for t, k, v in ((b"edge-versions", b"acme", b"{}"), (b"dead-letter", b"", b"x")))
     kv.write([(b"W\x15" + bytes(7) + b"\x01", frames)])
-    assert [record for _, record in PipelineStore(kv).outbox()] == [
-        ("edge-versions", "acme", b"{}", -1), ("dead-letter", "", b"\xfe\x02", -1)]
+    with pytest.raises(StateFormatError, match="not in frames this edgeledger writes: rebuild the state"):
+        PipelineStore(kv).outbox()
 
 
 def test_rebuild_marks_last_until_each_rebuild_ends() -> None:
@@ -60,4 +63,5 @@ def test_where_a_partition_was_given_up_lasts_until_it_is_taken_back_or_rebuilt(
     store.give_up({0: (300, "w-12-90/partition-0", (1, 2))})
     assert store.given_up_at() == {0: (300, "w-12-90/partition-0", (1, 2))}, "the latest"
     kv.write([(b"M" + keys.pack("given_up") + keys.pack(5), b"77 w 1-3-9/partition-5")])
-    assert store.given_up_at()[5] == (77, "w 1-3-9/partition-5", None), "a note of before session 20"
+    with pytest.raises(StateFormatError, match=r"partition 5's given-up note .* is not"):
+        store.given_up_at()

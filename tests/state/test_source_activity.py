@@ -122,24 +122,3 @@ def test_history_rows_survive_a_reopen(tmp_path) -> None:
     reopened = LedgerStore(RocksKV(tmp_path / "db"))
     assert {tx: reopened.source_activity("acme", tx) for tx in expected} == expected
     reopened.close()
-
-
-def test_a_state_written_before_the_history_is_read_honestly() -> None:
-    """No P rows (a state from before them): a source last heard by known_at is as L says; one heard
-    after it has no record of when it was heard before, so it counts as not heard (stale)."""
-    steps = prefixes()
-    old = loaded(HISTORY[:12])  # ... up to c4 on 22 April
-    old.kv.write([], [key for key, _ in old.kv.scan(b"P")])
-    assert old.source_activity("acme", steps[-1][0]) == old.source_activity("acme"), "L, heard by then"
-    assert steps[4][1].keys() == {"cmdb", "hr"}
-    assert old.source_activity("acme", steps[4][0]) == {}, "as of c2, all three were heard again later"
-    p1 = steps[8][0]
-    as_of_p1 = old.source_activity("acme", p1)
-    assert as_of_p1 == {"policy": steps[8][1]["policy"]}, "cmdb and hr were heard again on 22 April"
-
-    # A writer of this version goes on: its first row of each source starts with the row as found,
-    # so from the last time a source was heard before the history began, it is placed exactly.
-    BatchRunner(Ledger(kv=old.kv).processor, old, old.commit, 1000).run(HISTORY[12:])
-    assert old.source_activity("acme", steps[11][0]) == steps[11][1], "as of c4, from the rows' first entries"
-    assert old.source_activity("acme", steps[-1][0]) == steps[-1][1]
-    assert old.source_activity("acme", p1) == as_of_p1, "still nothing to say about before 22 April"

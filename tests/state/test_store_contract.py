@@ -3,8 +3,8 @@
 import pytest
 
 from state.kv import MemoryKV, RocksKV
-from tests.processors.test_late_correction import ANALYTICS, CONNECTOR, PLATFORM, late_correction
 from tests.support.harness import Ledger
+from tests.support.scenarios import ANALYTICS, CONNECTOR, PLATFORM, late_correction
 
 
 @pytest.fixture(params=["memory", "rocksdb"])
@@ -71,7 +71,8 @@ def test_the_believed_edges_cache_agrees_with_a_cold_read(cache_entries: int) ->
 
 def test_state_in_an_older_layout_is_refused_with_a_clear_reason() -> None:
     from state.keys import pack
-    from state.store import LedgerStore, StateFormatError
+    from state.layout import StateFormatError
+    from state.store import LedgerStore
 
     ledger = late_correction(Ledger())
     assert LedgerStore(ledger.kv).last_tx() == ledger.store.last_tx(), "the current format opens"
@@ -102,7 +103,7 @@ def test_an_adjacency_key_whose_version_is_missing_is_a_format_error(backend) ->
     """In a long adjacency, a one-version one, and a read of every relationship at a node: an ``A`` key
     always has its ``V`` row in a state this code wrote, so a missing one is named, never skipped."""
     from state.keys import pack
-    from state.store import StateFormatError
+    from state.layout import StateFormatError
     from tests.support.generate import generate_events
 
     ledger = Ledger(kv=backend())

@@ -9,7 +9,6 @@ import pytest
 
 from processors.model import Correction, DeadLetter
 from processors.pending import PendingLedger
-from processors.queries import edge_json
 from schemas.times import parse_micros
 from state.keys import pack
 from state.kv import MemoryKV
@@ -17,16 +16,16 @@ from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
 from streams.cli.demo import DEMO_EVENTS
 from streams.kafka.topics import tenant_partition
-from streams.log.records import (
+from streams.log.outbox import (
     ORIGINAL_KEPT,
     VERSION_LAYOUT,
-    Replay,
-    decode_logged_version,
+    is_marker,
     outbox_for,
     parked_inputs,
     version_head,
     version_record,
 )
+from streams.log.records import LogFormatError, Replay, decode_logged_version
 from streams.worker.fences import fence_record, next_epoch
 from tests.support.harness import Ledger
 
@@ -47,15 +46,13 @@ def test_a_version_record_carries_the_stored_row_and_reads_back_as_the_same_vers
         stored = ledger.kv.get(b"V" + pack("acme", version.edge_id))
         assert stored is not None
         for appended, closed in [(False, False), (False, True), (True, False), (True, True)]:
-            raw = version_record(version, appended, closed, stored)
+            raw = version_record(version, appended, closed, stored, version_head('b-"1'))
             record = orjson.loads(raw)
             state = "closed" if version.tx_to is not None else "open"
-            assert raw == orjson.dumps({"kind": "edge_version", "record_id": f"acme/{version.edge_id}@{state}",
-                                        "appended": appended, "closed": closed, "layout": VERSION_LAYOUT,
-                                        "version": list(version)})
+            assert raw == orjson.dumps({"kind": "edge_version", "batch": 'b-"1',
+                                        "record_id": f"acme/{version.edge_id}@{state}", "appended": appended,
+                                        "closed": closed, "layout": VERSION_LAYOUT, "version": list(version)})
             assert decode_logged_version(record) == version
-            in_batch = version_record(version, appended, closed, stored, version_head('b-"1'))
-            assert orjson.loads(in_batch) == {**orjson.loads(raw), "batch": 'b-"1'}
 
 
 def test_a_record_id_with_characters_json_escapes_is_still_valid_json() -> None:
@@ -64,29 +61,38 @@ def test_a_record_id_with_characters_json_escapes_is_still_valid_json() -> None:
 
     version = EdgeVersion('e"1\\', 'ten"ant\n\u00e9', "A:x", "owned_by", "B:y", None, None, 5, None, "cmdb", None, None,
                           "", 1.0, 'e"1\\', (), "ev", None)
-    raw = version_record(version, True, False, codec.encode_version(version))
+    raw = version_record(version, True, False, codec.encode_version(version), version_head("b-1"))
     assert orjson.loads(raw)["record_id"] == 'ten"ant\n\u00e9/e"1\\@open'
 
 
-def test_records_in_the_earlier_edge_shape_still_read_back(ledger: Ledger) -> None:
-    """Logs written before carry the contract's edge shape plus ``detected_at_us``: replays of them work."""
-    for version in _late_corrected(ledger):
-        shape = {**edge_json(version), "detected_at_us": version.detected_at}
-        earlier = orjson.loads(orjson.dumps({"kind": "edge_version", "record_id": "r", "appended": True,
-                                             "closed": False, "version": shape}))
-        assert decode_logged_version(earlier) == version
-
-
 def test_a_version_that_is_not_the_stored_array_is_refused_with_its_reason() -> None:
-    record = {"kind": "edge_version", "record_id": "r", "appended": True, "closed": False}
-    with pytest.raises(ValueError, match="array of 19 fields"):
+    record = {"kind": "edge_version", "batch": "b-1", "record_id": "r", "appended": True, "closed": False}
+    with pytest.raises(LogFormatError, match="array of 19 fields"):
         decode_logged_version({**record, "layout": VERSION_LAYOUT, "version": ["e1", "acme"]})
-    with pytest.raises(ValueError, match="got str"):
+    with pytest.raises(LogFormatError, match="got str"):
         decode_logged_version({**record, "layout": VERSION_LAYOUT, "version": "e1"})
-    with pytest.raises(ValueError, match="layout 2: this edgeledger reads layout 1"):
+    with pytest.raises(LogFormatError, match="layout 2: this edgeledger reads layout 1"):
         decode_logged_version({**record, "layout": 2, "version": []})
-    with pytest.raises(ValueError, match="layout None"):
-        decode_logged_version({**record, "version": ["e1"]})  # an array never came without its layout
+    with pytest.raises(LogFormatError, match="layout None"):
+        decode_logged_version({**record, "version": {"edge_id": "e1"}})  # the contract's edge shape is not read
+
+
+def test_a_record_or_marker_of_no_batch_or_of_an_unknown_kind_is_refused() -> None:
+    """Every record this edgeledger writes names its batch; a log of any other shape is not misread."""
+    _, log = _logged_load(DEMO_EVENTS.read_bytes().splitlines()[:10])
+    for raw in log:
+        record = orjson.loads(raw)
+        if record["kind"] == "batch":
+            marker = record
+        elif record["kind"] == "edge_version":
+            version = record
+    for refused, what in ((version, "a record of kind 'edge_version'"), (marker, "a batch marker")):
+        nameless = orjson.dumps({key: value for key, value in refused.items() if key != "batch"})
+        with pytest.raises(LogFormatError, match=f"{what} .* names no batch"):
+            Replay(LedgerStore(MemoryKV())).feed([nameless], lambda pending: None, {})
+    unknown = orjson.dumps({**version, "kind": "edge"})
+    with pytest.raises(LogFormatError, match="kind 'edge'"):
+        Replay(LedgerStore(MemoryKV())).feed([unknown], lambda pending: None, {})
 
 
 def test_a_correction_too_large_for_one_record_is_sent_in_parts() -> None:
@@ -96,7 +102,7 @@ def test_a_correction_too_large_for_one_record_is_sent_in_parts() -> None:
 
     from processors.model import Correction
     from streams.kafka.config import MAX_RECORD_BYTES
-    from streams.log.records import CORRECTION_IDS_PER_RECORD, correction_records
+    from streams.log.outbox import CORRECTION_IDS_PER_RECORD, correction_records
 
     old = tuple(f"e{n:016x}" for n in range(CORRECTION_IDS_PER_RECORD * 2 + 5))
     new = tuple(f"e{n:016x}" for n in range(10**6, 10**6 + 7))
@@ -190,14 +196,15 @@ def test_replaying_the_log_rebuilds_corrections_reviews_dead_letters_traces_hear
 
 
 def test_a_correction_split_into_parts_is_replayed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    import streams.log.records as ledger_log
+    import streams.log.outbox as ledger_log
+    import streams.log.records as log_reader
 
     monkeypatch.setattr(ledger_log, "CORRECTION_IDS_PER_RECORD", 2)
     correction = Correction("c-1", "acme", "ev-1", 5, "revoke", ("e1", "e2", "e3"), ("e4", "e5"))
     records = [orjson.dumps(part) for part in ledger_log.correction_records(correction)]
     assert len(records) == 3
     parts: dict = {}
-    found = [ledger_log._correction(parts, orjson.loads(record)) for record in [*reversed(records), records[0]]]
+    found = [log_reader._correction(parts, orjson.loads(record)) for record in [*reversed(records), records[0]]]
     assert found[:2] == [None, None] and found[2] == correction
     assert found[3] is None and len(parts) == 1, "a part read again after the correction completed starts anew"
 
@@ -524,3 +531,37 @@ def test_a_fence_lets_go_of_batches_left_open_before_it() -> None:
     assert replay._open[0], "the records before the first marker are held"
     replay.feed([_fence(0, 2)], lambda pending: rebuilt.commit(pending), {})
     assert not replay._open.get(0)
+
+
+def test_every_record_the_builders_emit_is_of_its_kinds_model() -> None:
+    """``schemas.log_records`` describes the log: each record a batch emits, and the fences and probes
+    a worker writes, validate strictly against the model of their kind (no field missing or extra)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from schemas.log_records import LOG_RECORD
+    from streams.worker.fences import probe_record
+
+    models = TypeAdapter(LOG_RECORD)
+    _, log = _logged_load(DEMO_EVENTS.read_bytes().splitlines(), epoch=(0, 3))
+    parted = outbox_for(_pending_with_a_large_correction(), [], {("in", 0): 1}, "b-9", log_partitions=1,
+                        first={("in", 0): 1})
+    log += [record.value for record in parted if record.topic == "edge-versions"]
+    log += [_fence(0, 3), probe_record()[1]]
+    kinds = set()
+    for raw in log:
+        record = models.validate_json(raw, strict=True)
+        kinds.add(record["kind"])
+    assert kinds == {"edge_version", "entity", "alias", "correction", "review", "dead_letter", "trace", "heartbeat",
+                     "batch", "fence", "probe"}
+    marker = next(orjson.loads(raw) for raw in log if is_marker(raw))
+    with pytest.raises(ValidationError, match="from"):
+        models.validate_python({key: value for key, value in marker.items() if key != "from"}, strict=True)
+
+
+def _pending_with_a_large_correction() -> PendingLedger:
+    from streams.log.outbox import CORRECTION_IDS_PER_RECORD
+
+    pending = PendingLedger(LedgerStore(MemoryKV()))
+    many = tuple(f"e{i}" for i in range(CORRECTION_IDS_PER_RECORD + 1))
+    pending.corrections.append(Correction("c-1", "acme", "ev-1", 5, "revoke_source", many, ()))
+    return pending
