@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.bench_traversals [--quick] [--entities N] [--queries N] [--repeat R]
 
-On a generated graph (``tests/benchmarks/graph_fixture.py``: default 200,000 entities, about 1,000,000
+On a generated graph (``tests/support/graph_fixture.py``: default 200,000 entities, about 1,000,000
 edge versions, hubs, history, late corrections) loaded through the real ledger into RocksDB, this runs
 ``owners-of``, 3-hop ``dependents-of`` and ``approvals-required-for`` (depth 1), each for ``--queries``
 sampled (anchor, valid_at, known_at), *current* (both clocks now) and *past* (points inside the
@@ -66,8 +66,8 @@ from state import codec
 from state.keys import pack
 from state.open import open_reader
 from state.store import LedgerStore
-from tests.benchmarks.graph_fixture import TENANT, BuiltGraph, GraphSpec, Row, build_graph, to_duckdb, to_networkx
 from tests.benchmarks.stats import percentile
+from tests.support.graph_fixture import TENANT, BuiltGraph, GraphSpec, Row, build_graph, to_duckdb, to_networkx
 
 QUICK_ENTITIES = 10_000
 QUERY_TYPES: tuple[tuple[str, int], ...] = (("owners-of", 1), ("dependents-of", 3), ("approvals-required-for", 1))

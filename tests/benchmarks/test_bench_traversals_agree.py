@@ -32,7 +32,7 @@ from tests.benchmarks.bench_traversals import (
     Sampler,
     explain,
 )
-from tests.benchmarks.graph_fixture import GraphSpec, build_graph, to_duckdb, to_networkx
+from tests.support.graph_fixture import GraphSpec, build_graph, to_duckdb, to_networkx
 
 QUERIES_PER_CASE = 120
 

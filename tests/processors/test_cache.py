@@ -22,7 +22,8 @@ from processors.cache import (
     touched_read_keys,
     valid_window,
 )
-from processors.queries import QueryEngine, QueryRequest, parse_edge_allowlist
+from processors.queries import QueryEngine, QueryRequest
+from processors.query_requests import parse_edge_allowlist
 from processors.traversal import Limits
 from schemas.ontology import default_ontology
 from schemas.results import QueryResult

@@ -21,9 +21,10 @@ through the model. The properties:
 
 Revocation targets are real edge ids, read from a scratch ledger (batch size 1) while the history
 is built; edge ids derive from event ids, so the ledger under test creates the same ones. Hypothesis
-runs derandomized and, unless LEDGER_MODEL_SHRINK is set, without shrinking (minutes on 40-line
-histories): a failure prints the history as JSON lines and the batch size. The discrepancies found
-so far are pinned as minimal histories at the end of the file.
+runs as its profile says (tests/conftest.py: derandomized on CI, random with the example database
+elsewhere) and, unless LEDGER_MODEL_SHRINK is set, without shrinking (minutes on 40-line histories):
+a failure prints the history as JSON lines and the batch size. The discrepancies found so far are
+pinned as minimal histories at the end of the file.
 """
 
 from __future__ import annotations
@@ -752,12 +753,11 @@ def verdict(title: str, problems: list[str]) -> None:
 
 
 COMMON = settings(
-    derandomize=True,
-    database=None,
     deadline=None,
-    print_blob=False,
     report_multiple_bugs=False,
-    phases=list(Phase) if os.environ.get("LEDGER_MODEL_SHRINK") else [Phase.explicit, Phase.generate],
+    # Randomness and the example database are the profile's (tests/conftest.py): failures found here are
+    # kept and tried first next time (reuse), unless CI's profile has no database.
+    phases=list(Phase) if os.environ.get("LEDGER_MODEL_SHRINK") else [Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
 batch_sizes = st.integers(1, 7)

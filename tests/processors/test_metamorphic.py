@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from processors.queries import parse_edge_allowlist
+from processors.query_requests import parse_edge_allowlist
 from processors.traversal import Limits
 from schemas.results import QueryResult
 from tests.support.harness import FAR_FUTURE, Ledger

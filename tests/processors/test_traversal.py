@@ -117,7 +117,7 @@ def test_another_tenant_sees_nothing(chapter_graph: Ledger) -> None:
 
 
 def test_traverse_with_an_allowlist(chapter_graph: Ledger) -> None:
-    from processors.queries import parse_edge_allowlist
+    from processors.query_requests import parse_edge_allowlist
 
     result = chapter_graph.query("traverse", CONNECTOR, edges=parse_edge_allowlist("depends_on:in,owned_by:out"),
                                  limits=Limits(max_depth=2))

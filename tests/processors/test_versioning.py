@@ -2,7 +2,7 @@
 
 import pytest
 
-from processors.queries import parse_edge_allowlist
+from processors.query_requests import parse_edge_allowlist
 from tests.support.harness import Ledger
 
 S1, S2, S3 = "Service:cmdb:S1", "Service:cmdb:S2", "Service:cmdb:S3"

@@ -1,4 +1,5 @@
-"""Shared fixtures for the stream-layer integration tests."""
+"""Shared fixtures for the stream-layer integration tests. A test that uses either broker fixture is
+marked ``integration`` by tests/conftest.py, and so left out of ``./dev test --fast``."""
 
 from __future__ import annotations
 

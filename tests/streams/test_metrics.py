@@ -26,7 +26,7 @@ from state.kv import MemoryKV
 from state.store import LedgerStore
 from streams.metrics import BatchedHistogram, LedgerMetrics, metrics_asgi_app, serve_metrics
 from streams.processor import make_processor
-from tests.deploy.test_prometheus_rules import APP_METRICS, DASHBOARD, RULES, metric_names
+from tests.support.monitoring import APP_METRICS, DASHBOARD, RULES, metric_names
 
 # A metric name in annotation text (the templates query the SLO gauges); expressions go through
 # the PromQL tokenizer of the rules test.

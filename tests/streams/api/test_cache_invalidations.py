@@ -11,7 +11,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from fastapi.testclient import TestClient
 
@@ -20,10 +19,12 @@ from streams.api.cache_invalidations import InvalidationPublisher
 from streams.api.http import create_app
 from streams.cli.load import load_into
 from streams.kafka.broker import EmbeddedBroker
-from streams.kafka.config import ADMIN_DEFAULTS, consumer_config
+from streams.kafka.config import ADMIN_DEFAULTS
 from streams.kafka.topics import TopicSettings
 from streams.metrics import LedgerMetrics
-from tests.streams.api.test_http import BASE, CONNECTOR, DEMO, cmdb_change, edge, load
+from tests.support.api import BASE, CONNECTOR, DEMO, cmdb_change, edge, load
+from tests.support.kafka import read_all
+from tests.support.wait import wait_until
 
 UNRELATED = "Service:cmdb:S1"
 
@@ -31,27 +32,6 @@ UNRELATED = "Service:cmdb:S1"
 def fresh_prefix() -> str:
     """Topics of their own for each test: the broker lives for the whole session."""
     return f"test-{uuid.uuid4().hex[:10]}."
-
-
-def consume_all(bootstrap: str, topic: str, quiet_s: float = 2.0, deadline_s: float = 30.0) -> list[Message]:
-    """Every record in ``topic`` from the beginning, once nothing new arrived for ``quiet_s``."""
-    consumer = Consumer(consumer_config(bootstrap, f"test-reader-{uuid.uuid4().hex[:8]}"))
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        found: list[Message] = []
-        deadline = time.monotonic() + deadline_s
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < quiet_s and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            assert message.error() is None, message.error()
-            found.append(message)
-            quiet_since = time.monotonic()
-        return found
-    finally:
-        consumer.close()
 
 
 def topics_at(bootstrap: str) -> set[str]:
@@ -105,7 +85,7 @@ def test_serve_publishes_exactly_the_invalidations_a_change_causes(kafka_broker:
     # Leaving the client ran the shutdown: the producer was flushed.
 
     assert (publisher.published, publisher.failed) == (1, 0)
-    (message,) = consume_all(kafka_broker.bootstrap, topic)
+    (message,) = read_all(kafka_broker.bootstrap, topic)
     assert message.key() == b"acme"
     record = CacheInvalidation.model_validate_json(message.value())
     assert record == CacheInvalidation(tenant="acme", causing_edge_ids=caused, invalidated_keys=[owners_key],
@@ -127,15 +107,13 @@ def test_an_undelivered_record_is_counted_and_logged_with_its_keys(kafka_broker:
     """The topic does not exist (and producers may not create topics): delivery times out."""
     metrics = LedgerMetrics()
     publisher = InvalidationPublisher(kafka_broker.bootstrap, TopicSettings(prefix=fresh_prefix()), metrics,
-                                      ensure_topic=False, producer_overrides={"message.timeout.ms": 1000})
+                                      ensure_topic=False, producer_overrides={"message.timeout.ms": 500})
     try:
         with caplog.at_level(logging.ERROR, logger="streams.api.cache_invalidations"):
             started = time.monotonic()
             publisher.publish(record())
             assert time.monotonic() - started < 0.5, "publishing does not wait for the broker"
-            deadline = time.monotonic() + 20
-            while publisher.failed == 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: publisher.failed, "the delivery to time out", timeout=20)
     finally:
         publisher.close(timeout_s=1)
     assert (publisher.published, publisher.failed) == (0, 1)

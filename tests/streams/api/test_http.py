@@ -4,7 +4,6 @@ schemathesis fuzz of the API from its own OpenAPI document (in-process ASGI, no 
 from __future__ import annotations
 
 import gc
-import json
 import shutil
 import threading
 from collections.abc import Iterator
@@ -27,12 +26,9 @@ from schemas.results import HistoryResult, QueryResult
 from schemas.slo import SloConfig, SourceSlo, default_slo
 from schemas.times import parse_micros
 from streams.api.http import create_app
-from streams.cli.demo import DEMO_EVENTS
 from streams.cli.load import load_into
+from tests.support.api import BASE, CONNECTOR, DEMO, cmdb_change, edge, load
 
-DEMO = Path(DEMO_EVENTS)
-CONNECTOR = "Component:cmdb:CI0042"
-BASE = "/v1/tenants/acme"
 ENDPOINTS = {
     "owners-of": {"entity": "settlement connector"},
     "dependents-of": {"entity": CONNECTOR, "depth": 2},
@@ -41,23 +37,6 @@ ENDPOINTS = {
     "neighbourhood": {"entity": CONNECTOR},
     "traverse": {"entity": CONNECTOR, "edges": "depends_on:in,owned_by:out", "max_depth": 2},
 }
-
-
-def load(state: Path, *lines: dict) -> None:
-    events = state.parent / f"events-{len(list(state.parent.glob('events-*')))}.jsonl"
-    events.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    load_into(state, [events], simulated_clock=True, ontology_path=None)
-
-
-def cmdb_change(event_id: str, record: str, *asserts: dict) -> dict:
-    return {"kind": "change", "event_id": event_id, "tenant": "acme",
-            "source": {"system": "cmdb", "record": record, "version": "9"}, "detected_at": "2026-06-01T00:00:00Z",
-            "mode": "delta", "assert": list(asserts)}
-
-
-def edge(src: tuple[str, str], rel: str, dst: tuple[str, str], valid_from: str | None = None) -> dict:
-    return {"src": {"type": src[0], "id": src[1]}, "rel": rel, "dst": {"type": dst[0], "id": dst[1]},
-            "valid_from": valid_from, "evidence": "test"}
 
 
 @pytest.fixture(scope="module")
@@ -283,12 +262,14 @@ def test_the_api_conforms_to_its_own_document(client: TestClient, mode: schemath
         if mode == schemathesis.GenerationMode.NEGATIVE and operation.path == "/healthz":
             continue  # no parameters: no invalid request to make
 
-        @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-        @given(case=operation.as_strategy(mode))
         def conforms(case: schemathesis.Case) -> None:
             case.call_and_validate(checks=CHECKS)
 
-        conforms()
+        # Each operation and mode its own examples in the example database (as pytest's parametrize gets):
+        # the same source for every operation would otherwise replay one's failure against another.
+        conforms._hypothesis_internal_add_digest = f"{mode.value} {operation.label}".encode()  # type: ignore[attr-defined]
+        settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))(
+            given(case=operation.as_strategy(mode))(conforms))()
 
 
 def test_serve_keeps_the_collector_off_its_caches_while_it_runs_and_hands_it_back(state: Path, tmp_path: Path) -> None:

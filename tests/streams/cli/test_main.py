@@ -1,10 +1,13 @@
 """The command line as a user runs it: load, query, history, corrections; one-line errors."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from typer.testing import CliRunner
@@ -12,12 +15,33 @@ from typer.testing import CliRunner
 from schemas.times import parse_micros
 from streams.cli.demo import DEMO_EVENTS
 from streams.cli.load import load_into
-from streams.cli.main import app
+from streams.cli.main import app, main
+
+
+def edgeledger_process(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``edgeledger ARGS`` as a user runs it: a process of its own, as ``python -m streams.cli.main``."""
+    done = subprocess.run([sys.executable, "-m", "streams.cli.main", *args], capture_output=True, text=True,
+                          timeout=60)
+    if check and done.returncode != 0:
+        raise AssertionError(done.stderr)
+    return done
 
 
 def edgeledger(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "streams.cli.main", *args], capture_output=True, text=True,
-                          timeout=60)
+    """``edgeledger ARGS`` through the console script's entry point (``main``) in this process: its exit
+    status, standard output and standard error, as ``edgeledger_process`` gives them. A process costs a
+    third of a second of start-up and this module runs seventy commands; the tests that start one
+    (the loads of the module fixtures, --help, the Kafka-side refusals, ``test_a_command_is_one_process``)
+    keep what only a whole process shows: its imports, its interpreter's warnings, ``python -m``."""
+    out, err = io.StringIO(), io.StringIO()
+    returncode = 0
+    with mock.patch.object(sys, "argv", ["edgeledger", *args]), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        try:
+            main()
+        except SystemExit as exited:
+            returncode = exited.code if isinstance(exited.code, int) else int(exited.code is not None)
+    done = subprocess.CompletedProcess(["edgeledger", *args], returncode, out.getvalue(), err.getvalue())
     if check and done.returncode != 0:
         raise AssertionError(done.stderr)
     return done
@@ -26,7 +50,8 @@ def edgeledger(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def state(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cli") / "state"
-    summary = json.loads(edgeledger("load", str(DEMO_EVENTS), "--state", str(path), "--simulated-clock").stdout)
+    summary = json.loads(edgeledger_process("load", str(DEMO_EVENTS), "--state", str(path),
+                                            "--simulated-clock").stdout)
     assert summary["balanced"] and summary["events_read"] == 18
     assert summary["dead_lettered"] == 2 and summary["queued_for_review"] == 1
     return path
@@ -97,9 +122,25 @@ def test_a_topic_prefix_kafka_refuses_is_refused_before_anything_starts(tmp_path
 
 
 def test_help_is_there_for_a_newcomer() -> None:
-    out = edgeledger("--help").stdout
+    out = edgeledger_process("--help").stdout
     for command in ("load", "query", "history", "corrections", "demo"):
         assert command in out
+
+
+def test_a_command_is_one_process(state: Path) -> None:
+    """What the in-process calls cannot show: a process's whole standard error (an interpreter or import
+    warning would add lines) is empty on success and one line on an error, and its exit status."""
+    done = edgeledger_process("query", "owners-of", "--state", str(state), "--tenant", "acme", "--entity",
+                              "settlement connector", "--json")
+    assert [r["entity"] for r in json.loads(done.stdout)["results"]] == ["Team:hr:T-PLAT"] and done.stderr == ""
+    refused = edgeledger_process("query", "owners-of", "--state", str(state), "--tenant", "acme", "--entity", "x",
+                                 "--valid-at", "yesterday", check=False)
+    assert refused.returncode == 2 and refused.stderr.startswith("edgeledger: error: ")
+    assert "--valid-at" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    same = edgeledger("query", "owners-of", "--state", str(state), "--tenant", "acme", "--entity", "x",
+                      "--valid-at", "yesterday", check=False)
+    assert (same.returncode, same.stdout, same.stderr) == (refused.returncode, refused.stdout, refused.stderr), (
+        "in this process, the same")
 
 
 def test_traces_affected_re_derives_omitted_edge_ids_and_lists_what_it_cannot(tmp_path: Path) -> None:
@@ -193,8 +234,8 @@ def hosts_state(tmp_path_factory) -> tuple[Path, Path]:
     ontology.write_text(json.dumps(document))
     events = folder / "hosts.jsonl"
     events.write_text("".join(json.dumps(event) + "\n" for event in HOSTS_EVENTS))
-    summary = json.loads(edgeledger("load", str(events), "--state", str(folder / "state"), "--simulated-clock",
-                                    "--ontology", str(ontology), "--quiet").stdout)
+    summary = json.loads(edgeledger_process("load", str(events), "--state", str(folder / "state"),
+                                            "--simulated-clock", "--ontology", str(ontology), "--quiet").stdout)
     assert summary["applied"] == 2 and summary["dead_lettered"] == 0
     return folder / "state", ontology
 

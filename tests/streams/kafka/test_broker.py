@@ -131,7 +131,6 @@ def test_keyed_round_trip_keeps_each_entity_in_one_partition_in_order(kafka_brok
     assert sum(tp.offset for tp in committed if tp.offset >= 0) == 30
 
 
-@pytest.mark.integration
 def test_resolve_bootstrap_honours_env_without_starting_a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(self: EmbeddedBroker) -> EmbeddedBroker:
         raise AssertionError("resolve_bootstrap must not start a broker here")

@@ -1,0 +1,31 @@
+"""The demo ledger the HTTP API tests read, and the events they load into it beside a running API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streams.cli.demo import DEMO_EVENTS
+from streams.cli.load import load_into
+
+DEMO = Path(DEMO_EVENTS)
+CONNECTOR = "Component:cmdb:CI0042"
+BASE = "/v1/tenants/acme"
+
+
+def load(state: Path, *lines: dict) -> None:
+    """Load ``lines`` into the ledger at ``state``, as a writer beside the API does (each call its own file)."""
+    events = state.parent / f"events-{len(list(state.parent.glob('events-*')))}.jsonl"
+    events.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    load_into(state, [events], simulated_clock=True, ontology_path=None)
+
+
+def cmdb_change(event_id: str, record: str, *asserts: dict) -> dict:
+    return {"kind": "change", "event_id": event_id, "tenant": "acme",
+            "source": {"system": "cmdb", "record": record, "version": "9"}, "detected_at": "2026-06-01T00:00:00Z",
+            "mode": "delta", "assert": list(asserts)}
+
+
+def edge(src: tuple[str, str], rel: str, dst: tuple[str, str], valid_from: str | None = None) -> dict:
+    return {"src": {"type": src[0], "id": src[1]}, "rel": rel, "dst": {"type": dst[0], "id": dst[1]},
+            "valid_from": valid_from, "evidence": "test"}
