@@ -1,10 +1,12 @@
 """Suite-wide configuration: the hypothesis profiles, the markers that split the lanes, the ``ledger`` fixture.
 
-Lanes (``./dev test`` runs every test; ``./dev test --fast`` deselects two markers):
+Lanes (``./dev test`` runs every test; ``./dev test --fast`` deselects three markers):
 
 - ``integration``: the test starts the embedded Kafka broker. Set here for every test that uses the
   ``kafka_broker`` or ``own_broker`` fixture, and by ``pytestmark`` in the modules that start one
   another way (an ``EmbeddedBroker`` of their own, an ``edgeledger`` subprocess that starts one).
+- ``compiled``: the test compares the compiled core with the pure modules (it needs no broker, but
+  loads twice in subprocesses; ``./dev test --fast`` runs the pure modules only).
 - ``promtool``: the test needs promtool (the ``promtool`` fixture installs it when it is missing, with
   apt, as root). ``./dev test --fast`` deselects these only where promtool is not installed.
 
@@ -24,6 +26,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from processors import native
 from tests.support.harness import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +38,14 @@ ON_CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if ON_CI else "dev"))
 
 BROKER_FIXTURES = frozenset({"kafka_broker", "own_broker"})
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """An in-place compiled core older than its sources would test other code than the checkout's:
+    refuse to run rather than pass or fail on stale extensions (``./dev`` rebuilds it)."""
+    stale = native.stale_build()
+    if stale is not None:
+        pytest.exit(f"{stale}: run the tests with ./dev test, which rebuilds it, or ./dev test --fast", returncode=2)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers

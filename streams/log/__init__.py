@@ -1,7 +1,3 @@
 """The ``edge-versions`` log: the records a committed batch emits (``outbox``) and their reading
 back (``records``), both compiled with the core, and the query replica that materialises them
 (``replica``)."""
-
-from processors.native import prefer_compiled
-
-prefer_compiled(__path__, "streams/log")

@@ -13,7 +13,7 @@ but not instrumented (about 5x slower than native), then the next ``--events N``
 are loaded by the same processor into the same store, instrumented (about 50x slower). Counting
 starts and stops with ``BatchRunner.run``'s compiled function, so only the loading thread's
 instructions are counted, not RocksDB's flush and compaction threads. Needs valgrind (Debian
-package ``valgrind``) and the compiled core (``python -m streams.native_build``).
+package ``valgrind``) and the compiled core (``./dev`` builds it in place).
 """
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("bench_instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
         return 2
-    compiled, why = native.decide()
-    if not compiled:
-        print(f"bench_instructions counts the compiled core, and this checkout runs: {why}", file=sys.stderr)
+    if len(native.compiled_modules()) != len(native.COMPILED):
+        print(f"bench_instructions counts the compiled core, and this checkout runs: {native.describe()}",
+              file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="edgeledger-instructions-") as folder:
         work = Path(folder)

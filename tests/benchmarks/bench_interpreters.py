@@ -34,7 +34,7 @@ def child(events_file: Path, state: Path, events: int, lines: int) -> int:
     figures = timed_load(state, events_file, events, lines)
     print(json.dumps({
         "interpreter": interpreter_in_use(), "allocator": allocator_in_use(),
-        "core": "compiled" if native.active() else f"pure Python ({native.decide()[1]})",
+        "core": native.describe(),
         "thread_cpu_s": figures.thread_cpu_s, "cpu_s": figures.cpu_s, "wall_s": figures.wall_s,
         "balanced": bool(figures.summary["balanced"]),
     }))

@@ -208,7 +208,7 @@ def markdown(report: Report, command: str) -> str:
         "",
         "| measure | value | target |",
         "|---|---|---|",
-        f"| core | {'compiled (mypyc)' if native.active() else 'pure Python'}: {native.decide()[1]} | |",
+        f"| core | {native.describe()} | |",
         f"| allocator | {allocator_in_use()} | |",
         f"| interpreter | {interpreter_in_use()} | |",
         f"| events loaded (lines incl. clock events) | {load.events:,} ({load.lines:,}) | |",

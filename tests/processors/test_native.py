@@ -1,71 +1,101 @@
-"""The compiled core is used only while it was built from exactly the sources beside it."""
+"""The compiled core runs only as the sources beside it say, and writes what they write."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from processors import native
+from state.kv import RocksKV
+from tests.support.generate import generate_events
+
+BAD_LINES = ['{"kind": "change", "tenant": ', '{"kind": "gossip", "tenant": "acme", "event_id": "x"}', "[]"]
+PACKAGES = ("schemas", "processors", "state", "streams")
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A copy of the compiled modules' sources with a build manifest that matches them."""
+def checkout(tmp_path: Path) -> Path:
+    """A copy of the compiled modules' sources, with no extension beside them."""
     for path in native.COMPILED:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(native.ROOT / path, tmp_path / path)
-    build = tmp_path / native.BUILD_DIR
-    build.mkdir()
-    manifest = {"python": native.interpreter(), "sources": native.source_hashes(tmp_path)}
-    (build / native.MANIFEST).write_text(json.dumps(manifest))
     return tmp_path
 
 
-def _edit_manifest(project: Path, **changes: object) -> None:
-    manifest_path = project / native.BUILD_DIR / native.MANIFEST
-    manifest = json.loads(manifest_path.read_text())
-    manifest.update(changes)
-    manifest_path.write_text(json.dumps(manifest))
+def _pretend_built(checkout: Path) -> None:
+    (checkout / "processors" / "versioning.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    (checkout / native.STAMP).write_text(native.stamp(checkout) + "\n")
 
 
-def test_a_build_of_the_current_sources_is_used(project: Path) -> None:
-    assert native.build_is_current(project)[0]
+def test_a_checkout_without_extensions_runs_its_sources_and_is_never_stale(checkout: Path) -> None:
+    assert native.stale_build(checkout) is None
 
 
-def test_an_edited_module_runs_as_python_until_the_next_build(project: Path) -> None:
-    with open(project / "processors/versioning.py", "a") as source:
+def test_a_build_of_these_sources_is_current(checkout: Path) -> None:
+    _pretend_built(checkout)
+    assert native.stale_build(checkout) is None
+
+
+def test_an_edited_source_makes_the_build_stale(checkout: Path) -> None:
+    _pretend_built(checkout)
+    with open(checkout / "processors/versioning.py", "a") as source:
         source.write("\n# edited\n")
-    current, reason = native.build_is_current(project)
-    assert not current
-    assert "processors/versioning.py" in reason
+    assert "other sources" in (native.stale_build(checkout) or "")
 
 
-def test_a_build_for_another_interpreter_is_not_used(project: Path) -> None:
-    _edit_manifest(project, python="cpython-312")
-    assert native.build_is_current(project) == (False, f"built for cpython-312, this is {native.interpreter()}")
+def test_extensions_nobody_recorded_are_stale(checkout: Path) -> None:
+    _pretend_built(checkout)
+    (checkout / native.STAMP).unlink()
+    assert f"no {native.STAMP}" in (native.stale_build(checkout) or "")
 
 
-def test_a_build_by_another_build_of_the_same_python_is_not_used(project: Path) -> None:
-    """Same ABI tag, another interpreter build (another patch release, or the distribution's)."""
-    _edit_manifest(project, python=f"{sys.implementation.cache_tag} 3.11.0 (main, Jan  1 2023, 00:00:00) [GCC 9]")
-    assert not native.build_is_current(project)[0]
+def test_the_stamp_names_the_interpreter(checkout: Path) -> None:
+    assert native.stamp(checkout).startswith(f"{sys.implementation.cache_tag} {sys.version.split()[0]} ")
 
 
-def test_a_build_of_other_modules_than_the_list_is_not_used(project: Path) -> None:
-    _edit_manifest(project, sources={**native.source_hashes(project), "streams/worker/loop.py": "0" * 64})
-    assert not native.build_is_current(project)[0]
+def _load(tree: Path, events: Path, state: Path) -> tuple[dict, str]:
+    """``edgeledger load`` run from ``tree``'s packages; its summary and the core it ran."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    loaded = subprocess.run(
+        [sys.executable, "-m", "streams.cli.main", "load", "--simulated-clock", "--quiet", "--state", str(state),
+         str(events)], cwd=tree, env=env, capture_output=True, text=True, check=True, timeout=300)
+    core = subprocess.run([sys.executable, "-m", "processors.native"], cwd=tree, env=env, capture_output=True,
+                          text=True, check=True, timeout=60)
+    return json.loads(loaded.stdout), core.stdout.strip()
 
 
-def test_no_build_or_an_unreadable_manifest_means_python(project: Path) -> None:
-    (project / native.BUILD_DIR / native.MANIFEST).write_text("{not json")
-    assert not native.build_is_current(project)[0]
-    shutil.rmtree(project / native.BUILD_DIR)
-    assert "no build" in native.build_is_current(project)[1]
+def _rows(state: Path) -> list[tuple[bytes, bytes]]:
+    kv = RocksKV(state, read_only=True)
+    try:
+        return list(kv.scan(b""))
+    finally:
+        kv.close()
 
 
-def test_this_process_runs_the_core_it_decided_on() -> None:
-    assert native.active() == native.decide()[0]
+@pytest.mark.compiled
+def test_compiled_and_pure_loads_write_the_same_rows(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    lines = list(generate_events(6_000, 1_500, seed=3))
+    lines[100:100] = BAD_LINES
+    events.write_text("\n".join(lines) + "\n")
+    pure_tree = tmp_path / "pure"
+    for package in PACKAGES:
+        shutil.copytree(native.ROOT / package, pure_tree / package,
+                        ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+
+    pure_summary, pure_core = _load(pure_tree, events, tmp_path / "pure-state")
+    this_summary, this_core = _load(native.ROOT, events, tmp_path / "this-state")
+
+    assert pure_core.startswith("pure Python"), pure_core
+    built = any((native.ROOT / "processors").glob("*.so"))
+    assert this_core.startswith("compiled" if built else "pure Python"), this_core
+    assert pure_summary == this_summary
+    assert pure_summary["dead_lettered"] == len(BAD_LINES) and pure_summary["balanced"]
+    assert pure_summary["corrections"] > 0
+    assert _rows(tmp_path / "pure-state") == _rows(tmp_path / "this-state")
