@@ -14,7 +14,7 @@ from functools import lru_cache
 from sys import intern
 from typing import Literal
 
-from processors.model import AliasEntry, Entity, fields_of, new_tuple
+from processors.model import AliasEntry, Entity, fields_of
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
 from schemas.events import EntityMention
@@ -120,12 +120,12 @@ class MentionResolver:
         for entity_id, (entity_type, name) in self._planned_entities.items():
             known = ledger.entity(self.tenant, entity_id)
             if known is None:
-                ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, entity_type, name, tx)))
+                ledger.add_entity(Entity(self.tenant, entity_id, entity_type, name, tx))
                 if new_entities is None:
                     new_entities = set()
                 new_entities.add(entity_id)
             elif name and name != known.name:
-                ledger.add_entity(new_tuple(Entity, (self.tenant, entity_id, known.type, name, known.first_tx)))
+                ledger.add_entity(Entity(self.tenant, entity_id, known.type, name, known.first_tx))
             elif name:
                 recorded_names.add((entity_id, normalise_name(name)))
         for entity_id, normalised in self._planned_aliases:
@@ -133,4 +133,4 @@ class MentionResolver:
                 continue
             if (new_entities is not None and entity_id in new_entities) \
                     or entity_id not in ledger.alias_targets(self.tenant, normalised):
-                ledger.add_alias(new_tuple(AliasEntry, (self.tenant, normalised, entity_id, tx)))
+                ledger.add_alias(AliasEntry(self.tenant, normalised, entity_id, tx))

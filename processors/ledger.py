@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from processors.apply import Parked, Rejected, apply_event
 from processors.clock import TransactionClock, micros_of
-from processors.model import DeadLetter, EventOutcome, Outcome, ReviewItem, fields_of, new_tuple
+from processors.model import DeadLetter, EventOutcome, Outcome, ReviewItem, fields_of
 from processors.pending import PendingLedger
 from processors.versioning import derive_id
 from processors.vocabulary import Vocabulary
@@ -91,13 +91,13 @@ class LedgerProcessor:
             document = self._document if isinstance(self._document, dict) else {}
             kind, tenant, source = document.get("kind"), document.get("tenant"), document.get("source")
             system = source.get("system") if isinstance(source, dict) else None
-            return new_tuple(EventOutcome, (_text(tenant), _text(kind), _text(system), outcome, None, ledger.tx))
+            return EventOutcome(_text(tenant), _text(kind), _text(system), outcome, None, ledger.tx)
         stated = fields_of(event)
         source = stated.get("source")
         system = fields_of(source)["system"] if source else None
         detected = stated.get("detected_at")
-        return new_tuple(EventOutcome, (stated.get("tenant"), stated["kind"], system, outcome,
-                                        micros_of(detected) if detected else None, ledger.tx))
+        return EventOutcome(stated.get("tenant"), stated["kind"], system, outcome,
+                            micros_of(detected) if detected else None, ledger.tx)
 
     def _process(self, raw: bytes | str, ledger: PendingLedger, misrouted: Misrouted | None,
                  validated: LedgerEvent | None) -> Outcome:

@@ -6,9 +6,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple
 
 Direction = Literal["out", "in"]
 Outcome = Literal["applied", "dead_lettered", "queued_for_review", "duplicate"]
@@ -68,20 +67,11 @@ class EdgeVersion(NamedTuple):
         return self.known_at(known_at) and self.valid_at(valid_at)
 
     def close_belief(self, tx: int) -> EdgeVersion:
-        return new_tuple(EdgeVersion, (self.edge_id, self.tenant, self.src, self.rel, self.dst, self.valid_from,
-                                       self.valid_to, self.tx_from, tx, self.authority, self.source_record,
-                                       self.source_version, self.evidence, self.confidence, self.origin,
-                                       self.supersedes, self.event_id, self.detected_at, self.phrase))
-
-
-_T = TypeVar("_T", bound=tuple)
-
-
-def new_tuple(kind: type[_T], fields: Iterable[object]) -> _T:
-    """A NamedTuple of ``kind`` from all its fields, in order. Speed: a NamedTuple's own ``__new__``
-    runs as interpreted Python even in the compiled core (and keywords or ``_replace`` cost more);
-    the ledger builds a few per event."""
-    return tuple.__new__(kind, fields)
+        # Positionally: ``_replace`` parses keywords, and this runs for every closing.
+        return EdgeVersion(self.edge_id, self.tenant, self.src, self.rel, self.dst, self.valid_from,
+                           self.valid_to, self.tx_from, tx, self.authority, self.source_record,
+                           self.source_version, self.evidence, self.confidence, self.origin,
+                           self.supersedes, self.event_id, self.detected_at, self.phrase)
 
 
 def fields_of(model: object) -> dict[str, Any]:
@@ -100,7 +90,7 @@ class Entity(NamedTuple):
 
 
 class AliasEntry(NamedTuple):
-    """A normalised name recorded for an entity at ``tx_from`` (a NamedTuple: see ``new_tuple``)."""
+    """A normalised name recorded for an entity at ``tx_from``."""
 
     tenant: str
     normalised: str
@@ -118,8 +108,8 @@ class LogicalEdge:
 
 
 class Correction(NamedTuple):
-    """A change of belief: the versions one event closed and those it appended. A NamedTuple, built
-    with ``new_tuple``: most events make one, and a frozen dataclass's ``__init__`` cost about as
+    """A change of belief: the versions one event closed and those it appended. A NamedTuple: most
+    events make one, and a frozen dataclass's ``__init__`` cost about as
     much as the rest of the event's versioning (interpreted, one ``object.__setattr__`` a field)."""
 
     correction_id: str

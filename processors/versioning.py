@@ -21,7 +21,7 @@ import hashlib
 from typing import Final
 
 from processors.intervals import Interval, cut_from, overlaps, subtract
-from processors.model import Correction, EdgeVersion, ReviewItem, new_tuple
+from processors.model import Correction, EdgeVersion, ReviewItem
 from processors.pending import PendingLedger
 from processors.vocabulary import Vocabulary
 
@@ -130,7 +130,7 @@ class Versioner:
         event_id: str,
     ) -> EdgeVersion:
         edge_id = self._next_id("e")
-        version = new_tuple(EdgeVersion, (
+        version = EdgeVersion(
             edge_id, self.tenant, fact.src, fact.rel, fact.dst,
             interval[0], interval[1],  # valid_from, valid_to
             self.tx, None,  # tx_from, tx_to
@@ -138,7 +138,7 @@ class Versioner:
             fact.evidence, fact.confidence,
             origin or edge_id, tuple(sorted(supersedes)) if len(supersedes) > 1 else supersedes,
             event_id, provenance.detected_at, fact.phrase,
-        ))
+        )
         self.ledger.append(version)
         return version
 
@@ -202,7 +202,7 @@ class Versioner:
             return
         appended = [v for v in self._appended if (v.tenant, v.edge_id) in self.ledger.versions]
         self.ledger.corrections.append(
-            new_tuple(Correction, (
+            Correction(
                 self._next_id("c"),  # correction_id
                 self.tenant,
                 self.event_id,
@@ -210,7 +210,7 @@ class Versioner:
                 cause,
                 tuple(v.edge_id for v in closed),  # old_edge_ids
                 tuple(v.edge_id for v in appended),  # new_edge_ids
-            ))
+            )
         )
         self.ledger.counts.corrections += 1
 
