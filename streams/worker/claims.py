@@ -4,9 +4,9 @@ At every assignment, before anything it processes from them is sent, a worker re
 ``partition-claims`` that its state (named by its lineage, ``PipelineStore.lineage``) now owns its
 input partitions. Another state's claim there means another worker took the partition over
 since, and may have sent batches, whole or cut short, that the group's offsets do not show. So a
-worker assigned such a partition rebuilds it from the log first (``LedgerWorker._behind``), and
+worker assigned such a partition rebuilds it from the log first (``Assignment._behind``), and
 one that comes back with a parked outbox re-sends it only while the last claim of every partition
-its batch consumed is its own state's (``LedgerWorker._settle_parked``).
+its batch consumed is its own state's (``Assignment._settle_parked``).
 
 Claims are keyed by group and partition number, so each key's claims stay in order on one
 partition of the topic; a reader takes the last one per key. The topic is compacted and kept

@@ -23,6 +23,7 @@ from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
 from streams.kafka.config import consumer_config
 from streams.log.records import Replay
+from streams.worker.faults import NO_FAULTS, Faults
 from streams.worker.fences import Epoch, Fencer, NotAMember
 
 log = logging.getLogger(__name__)
@@ -79,12 +80,12 @@ class PartitionRebuild:
     """Writes the probe, and the fence (required)."""
     fence_it: bool = True
     """Whether the rebuild is its worker's taking the partition over, and fences it. A replay of the log
-    into a worker's state outside the group (``LedgerWorker._rebuild_partition``) does not."""
+    into a worker's state outside the group (``Rebuilding.rebuild_partition``) does not."""
     quiet_for: float = 1.0
     """How long the search for ``start_after`` waits for more of the log."""
     stalled_after: float = 120.0
-    slowed_by: float = 0.0
-    """Seconds added to each log record's replay: a test stands in for a long log this way."""
+    faults: Faults = NO_FAULTS
+    """Told of each log record replayed: a test's delay there stands in for a long log."""
     records: int = 0
     epoch: Epoch | None = None
     """The epoch of the fence this rebuild wrote, once it did."""
@@ -189,8 +190,7 @@ class PartitionRebuild:
             if message.error():
                 continue
             self._heard_at = time.monotonic()
-            if self.slowed_by:
-                time.sleep(self.slowed_by)
+            self.faults.rebuild_record_replayed(self.partition)
             value = message.value() or b""
             self.records += self._replay.feed([value], self._commit, self.applied, self.partition)
             if self._own_fence is not None and self._own_fence in self._replay.fenced_off_epochs:

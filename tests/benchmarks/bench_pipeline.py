@@ -94,10 +94,8 @@ from tests.benchmarks.allocator import allocator_in_use
 from tests.benchmarks.interpreter import interpreter_in_use
 from tests.benchmarks.pipeline_load import (
     TENANTS,
-    LogPipe,
     PacedProducer,
     TopicTail,
-    count_applied,
     event_dicts,
     event_lines,
     read_batch_marks,
@@ -107,6 +105,8 @@ from tests.benchmarks.pipeline_load import (
     yardstick_command,
 )
 from tests.benchmarks.stats import load_average, percentile
+from tests.support.logpipe import LogPipe
+from tests.support.pipeline import count_applied
 
 QUICK_EVENTS = 20_000
 DEFAULT_EVENTS = 200_000

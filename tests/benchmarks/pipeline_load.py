@@ -5,7 +5,7 @@
   ``detected_at`` = the wall clock at production (microseconds, ISO-8601 UTC).
 - ``TopicTail``: a thread reading ``edge-versions`` as it is written, keeping the batch markers and
   the newly asserted versions with the record's CreateTime and the time it arrived here.
-- ``LogPipe``: drains a subprocess's stdout/stderr, timestamping each line on arrival.
+- ``LogPipe`` (``tests.support.logpipe``): drains a subprocess's stdout/stderr, timestamping each line.
 - ``TimedWorker``: a ``LedgerWorker`` that records when it was assigned partitions and when each
   non-empty batch started and ended, and times each stage method of its ``process_batch``
   (``STAGES``: a few clock reads per stage and batch, the same with or without observers).
@@ -42,6 +42,7 @@ from streams.kafka.config import FAST_GROUP_OVERRIDES, consumer_config, producer
 from streams.kafka.topics import Topic, TopicSettings
 from streams.log.records import decode_logged_version
 from tests.support.generate import generate_events
+from tests.support.logpipe import LogPipe
 
 TENANTS = ("acme", "globex", "initech", "umbrella")
 BATCH_PREFIX = b'{"kind":"batch"'
@@ -229,55 +230,6 @@ def read_batch_marks(bootstrap: str, topic: str, partitions: int,
 
 
 # -- subprocess output --------------------------------------------------------------------------------------------
-class LogPipe:
-    """Drains a process's stdout and stderr on two threads, keeping ``(arrival time, line)``."""
-
-    def __init__(self, process: subprocess.Popen) -> None:
-        self.process = process
-        self.stdout: list[tuple[float, str]] = []
-        self.stderr: list[tuple[float, str]] = []
-        self._threads = [threading.Thread(target=self._drain, args=(process.stdout, self.stdout), daemon=True),
-                         threading.Thread(target=self._drain, args=(process.stderr, self.stderr), daemon=True)]
-        for thread in self._threads:
-            thread.start()
-
-    @staticmethod
-    def _drain(stream, into: list) -> None:
-        for line in iter(stream.readline, ""):
-            into.append((time.time(), line.rstrip("\n")))
-
-    def close(self) -> None:
-        for thread in self._threads:
-            thread.join(10)
-
-    def first(self, needle: str, stream: str = "stderr") -> float | None:
-        for at, line in list(getattr(self, stream)):
-            if needle in line:
-                return at
-        return None
-
-    def json_events(self) -> list[dict]:
-        out = []
-        for _, line in list(self.stdout):
-            if line.startswith("{"):
-                with contextlib.suppress(json.JSONDecodeError):
-                    out.append(json.loads(line))
-        return out
-
-    def wait_for(self, predicate, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            if self.process.poll() is not None:
-                return predicate()
-            time.sleep(0.01)
-        return False
-
-    def tail(self, lines: int = 30) -> str:
-        return "\n".join(line for _, line in self.stderr[-lines:])
-
-
 def consumer_options(overrides: dict) -> list[str]:
     return [argument for key, value in overrides.items() for argument in ("--consumer-option", f"{key}={value}")]
 
@@ -326,17 +278,6 @@ def spawn(command: list[str]) -> tuple[subprocess.Popen, LogPipe, float]:
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
                                cwd=Path(__file__).resolve().parents[2])
     return process, LogPipe(process), started
-
-
-def count_applied(state: Path) -> int:
-    """Events recorded as seen in a state directory (its ``I`` table), read as a secondary instance."""
-    from state.kv import RocksKV
-
-    kv = RocksKV(state, read_only=True)
-    try:
-        return sum(1 for _ in kv.scan(b"I"))
-    finally:
-        kv.close()
 
 
 # -- the instrumented worker ----------------------------------------------------------------------------------------

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
 
 import orjson
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from state import codec
 from state.kv import RocksKV
 from streams.kafka.config import FAST_GROUP_OVERRIDES, consumer_config
 from streams.kafka.topics import Topic, TopicSettings
 from streams.log.records import decode_logged_version
-from tests.benchmarks.pipeline_load import LogPipe
+from tests.support.logpipe import LogPipe
 
 
 def comparable_state(state_dir: Path) -> set[tuple]:
@@ -31,28 +31,34 @@ def comparable_state(state_dir: Path) -> set[tuple]:
              v.origin, v.evidence) for v in versions}
 
 
-def read_topic(bootstrap: str, topic: str, quiet_for: float = 1.5) -> list[dict]:
-    """Every record on every partition of ``topic``, decoded from JSON, read until quiet, partition by partition.
-
-    Not up to the high watermark: the embedded broker reports one per produced record *batch*,
-    so a watermark-bounded read stops early.
-    """
-    return [record for records in read_partitions(bootstrap, topic, quiet_for).values() for record in records]
+def read_topic(bootstrap: str, topic: str) -> list[dict]:
+    """Every record on every partition of ``topic``, decoded from JSON, partition by partition."""
+    return [record for records in read_partitions(bootstrap, topic).values() for record in records]
 
 
-def read_partitions(bootstrap: str, topic: str, quiet_for: float = 1.5) -> dict[int, list[dict]]:
-    """``read_topic``, each partition's records apart, in their order there."""
-    consumer = Consumer(consumer_config(bootstrap, f"reader-{uuid.uuid4().hex[:6]}"))
+def read_partitions(bootstrap: str, topic: str, timeout: float = 60) -> dict[int, list[dict]]:
+    """``read_topic``, each partition's records apart, in their order there: read until every partition
+    has reported its end (a partition-EOF event; the embedded broker's high watermark counts short,
+    the end its fetches report does not)."""
+    consumer = Consumer(consumer_config(bootstrap, f"reader-{uuid.uuid4().hex[:6]}",
+                                        **{"enable.partition.eof": True}))
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
         consumer.assign([TopicPartition(topic, partition, 0) for partition in metadata.partitions])
         records: dict[int, list[dict]] = {partition: [] for partition in metadata.partitions}
-        while True:
-            message = consumer.poll(quiet_for)
+        unread = set(metadata.partitions)
+        deadline = time.monotonic() + timeout
+        while unread:
+            assert time.monotonic() < deadline, f"{topic}: partitions {sorted(unread)} never reported their end"
+            message = consumer.poll(0.2)
             if message is None:
-                return records
-            if not message.error():
+                continue
+            error = message.error()
+            if error is None:
                 records[message.partition()].append(orjson.loads(message.value()))
+            elif error.code() == KafkaError._PARTITION_EOF:
+                unread.discard(message.partition())
+        return records
     finally:
         consumer.close()
 
@@ -69,16 +75,20 @@ def fresh_topics() -> TopicSettings:
 
 def start_worker(state: Path, bootstrap: str, topics: TopicSettings, group: str,
                  exit_when_idle: float | None = None, consumer_options: dict[str, str | int] | None = None,
-                 failpoints: dict[str, str] | None = None) -> subprocess.Popen:
-    """``edgeledger run`` in a child process; ``failpoints`` are set in its environment only."""
-    command = [sys.executable, "-m", "streams.cli.main", "run", "--state", str(state), "--bootstrap", bootstrap,
-               "--group", group, "--topic-prefix", topics.prefix, "--metrics-port", "0"]
+                 faults: list[str] | None = None) -> subprocess.Popen:
+    """``edgeledger run`` in a child process; with ``faults`` (``tests.support.faulty_worker``'s options,
+    e.g. ``["--crash-after-commit", "1"]``), a worker that fails there instead."""
+    if faults is None:
+        command = [sys.executable, "-m", "streams.cli.main", "run", "--state", str(state), "--bootstrap", bootstrap,
+                   "--group", group, "--topic-prefix", topics.prefix, "--metrics-port", "0"]
+    else:
+        command = [sys.executable, "-m", "tests.support.faulty_worker", "--state", str(state), "--bootstrap",
+                   bootstrap, "--group", group, "--topic-prefix", topics.prefix, *faults]
     if exit_when_idle is not None:
         command += ["--exit-when-idle", str(exit_when_idle)]
     for key, value in {**FAST_GROUP_OVERRIDES, **(consumer_options or {})}.items():
         command += ["--consumer-option", f"{key}={value}"]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(failpoints or {})})
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finish(worker: subprocess.Popen, timeout: float = 180) -> tuple[str, str]:
@@ -123,3 +133,12 @@ def holds_partitions(worker: LogPipe) -> bool:
     """The worker's latest assignment (its ``assigned [...]`` log line) names partitions."""
     assignments = [line for _, line in list(worker.stderr) if " assigned [" in line]
     return bool(assignments) and not assignments[-1].endswith("assigned []")
+
+
+def count_applied(state: Path) -> int:
+    """Events recorded as seen in a state directory (its ``I`` table), read as a secondary instance."""
+    kv = RocksKV(state, read_only=True)
+    try:
+        return sum(1 for _ in kv.scan(b"I"))
+    finally:
+        kv.close()

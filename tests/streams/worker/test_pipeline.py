@@ -15,7 +15,8 @@ from streams.kafka.config import FAST_GROUP_OVERRIDES
 from streams.kafka.produce import deliver, delivery_producer, produce_files
 from streams.kafka.topics import Topic, TopicSettings, ensure_topics, tenant_partition
 from streams.worker.loop import LedgerWorker, WorkerConfig
-from tests.support.pipeline import comparable_state, finish, fresh_topics, read_topic, start_worker
+from tests.support.pipeline import comparable_state, fresh_topics, read_topic
+from tests.support.workers import input_ends, run_to_the_end, worker_done
 
 pytestmark = pytest.mark.integration
 
@@ -24,10 +25,7 @@ def test_produced_events_reach_the_same_state_as_load(kafka_broker, tmp_path: Pa
     topics = fresh_topics()
     ensure_topics(kafka_broker.bootstrap, topics)
     produce_files([Path(str(DEMO_EVENTS))], kafka_broker.bootstrap, topics, progress=False)
-    worker = start_worker(tmp_path / "run", kafka_broker.bootstrap, topics, "g-same", exit_when_idle=3)
-    out, err = finish(worker, 120)
-    assert worker.returncode == 0, err
-    summary = json.loads(out)
+    summary = run_to_the_end(tmp_path / "run", kafka_broker.bootstrap, topics, "g-same").summary()
     loaded = load_into(tmp_path / "load", [Path(str(DEMO_EVENTS))], simulated_clock=False, ontology_path=None)
     assert summary == loaded, "the same processors give the same counts"
     assert comparable_state(tmp_path / "run") == comparable_state(tmp_path / "load")
@@ -48,10 +46,7 @@ def test_poison_messages_are_dead_lettered_and_the_stream_goes_on(kafka_broker, 
     events = tmp_path / "events.jsonl"
     events.write_text("\n".join([*poison, json.dumps(good)]) + "\n")
     produce_files([events], kafka_broker.bootstrap, topics, progress=False)
-    worker = start_worker(tmp_path / "state", kafka_broker.bootstrap, topics, "g-poison", exit_when_idle=3)
-    out, err = finish(worker, 120)
-    assert worker.returncode == 0, err
-    summary = json.loads(out)
+    summary = run_to_the_end(tmp_path / "state", kafka_broker.bootstrap, topics, "g-poison").summary()
     assert (summary["events_read"], summary["applied"], summary["dead_lettered"]) == (4, 1, 3)
     assert summary["balanced"]
     letters = read_topic(kafka_broker.bootstrap, topics.name(Topic.DEAD_LETTER))
@@ -80,10 +75,7 @@ def test_a_record_off_its_tenants_partition_is_dead_lettered_not_applied(kafka_b
     events = tmp_path / "events.jsonl"
     events.write_text(json.dumps(GOOD_CHANGE) + "\n")
     produce_files([events], kafka_broker.bootstrap, topics, progress=False)
-    worker = start_worker(tmp_path / "state", kafka_broker.bootstrap, topics, "g-stray", exit_when_idle=3)
-    out, err = finish(worker, 120)
-    assert worker.returncode == 0, err
-    summary = json.loads(out)
+    summary = run_to_the_end(tmp_path / "state", kafka_broker.bootstrap, topics, "g-stray").summary()
     assert (summary["events_read"], summary["applied"], summary["dead_lettered"], summary["balanced"]) == (
         2, 1, 1, True)
     [letter] = read_topic(kafka_broker.bootstrap, topics.name(Topic.DEAD_LETTER))
@@ -98,7 +90,7 @@ def test_a_worker_refuses_input_topics_partitioned_unlike_the_log(kafka_broker, 
                                        topics=topics, consumer_overrides=dict(FAST_GROUP_OVERRIDES)))
     with pytest.raises(ValueError, match=rf"as many partitions as {topics.prefix}edge-versions \(4\).*"
                                          rf": {topics.prefix}source-changes has 8$"):
-        worker.run(idle_exit_after=1)
+        worker.run(until=lambda: True)
 
 
 def test_the_worker_reports_consumer_lag_from_its_fetches(kafka_broker, tmp_path: Path) -> None:
@@ -109,7 +101,14 @@ def test_the_worker_reports_consumer_lag_from_its_fetches(kafka_broker, tmp_path
     config = WorkerConfig(tmp_path / "state", kafka_broker.bootstrap, group_id="g-lag", topics=topics,
                           consumer_overrides=dict(FAST_GROUP_OVERRIDES))
     worker = LedgerWorker(config, on_consumer_lag=lambda *report: reports.append(report), lag_interval=0.0)
-    totals = worker.run(idle_exit_after=2)
+    caught_up, reports_then = worker_done(worker, input_ends(kafka_broker.bootstrap, topics)), []
+
+    def reported_after_catching_up() -> bool:
+        if not reports_then and caught_up():
+            reports_then.append(len(reports))
+        return bool(reports_then) and len(reports) > reports_then[0]
+
+    totals = worker.run(until=reported_after_catching_up)
     assert totals.applied > 0
     fed = {(topic, partition) for topic, partition, _ in reports}
     assert fed and all(topic.startswith(topics.prefix) for topic, _ in fed)
@@ -162,7 +161,7 @@ def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(own_broker, 
     record and die at every restart; the full text stays in the ledger's state."""
     from state.open import reading
     from streams.kafka.config import MAX_RECORD_BYTES
-    from streams.log.records import ORIGINAL_KEPT
+    from streams.log.outbox import ORIGINAL_KEPT
 
     topics = fresh_topics()
     ensure_topics(own_broker.bootstrap, topics)
@@ -173,11 +172,8 @@ def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(own_broker, 
     events.write_text(huge + "\n" + json.dumps(good) + "\n")
     produce_files([events], own_broker.bootstrap, topics, progress=False)
 
-    worker = start_worker(tmp_path / "state", own_broker.bootstrap, topics, "g-huge", exit_when_idle=3)
-    out, err = finish(worker, 120)
+    summary = run_to_the_end(tmp_path / "state", own_broker.bootstrap, topics, "g-huge").summary()
 
-    assert worker.returncode == 0, err[-2000:]
-    summary = json.loads(out)
     assert (summary["events_read"], summary["applied"], summary["dead_lettered"]) == (2, 1, 1)
     [letter] = read_topic(own_broker.bootstrap, topics.name(Topic.DEAD_LETTER))
     assert letter["stage"] == "validate" and "unknown field" in letter["reason"]

@@ -2,8 +2,10 @@
 lost disk, and `run --exit-when-idle` on a worker that must rebuild first.
 
 Each test builds its scenario on the session's embedded broker with topics of its own, runs the
-workers as `edgeledger run` subprocesses, and compares what they hold with `load` of the same input
-or with each other.
+workers as subprocesses of ``tests.support.faulty_worker`` (the worker `edgeledger run` hosts, without
+its faust app, whose own group join holds up every start and stop by seconds; with a fault where one
+must fail), stops each once it has applied its input to the end, and compares what they hold with
+`load` of the same input or with each other.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from processors.freshness import stale_sources_for_queries
 from processors.queries import QueryEngine, QueryRequest
@@ -37,23 +38,10 @@ from streams.kafka.broker import EmbeddedBroker
 from streams.kafka.config import FAST_GROUP_OVERRIDES
 from streams.kafka.produce import produce_files
 from streams.kafka.topics import Topic, TopicSettings, ensure_topics, tenant_partition
-from streams.log.replica import run_replica
 from streams.processor import wall_clock_micros
-from streams.worker.loop import (
-    CRASH_EXIT_CODE,
-    FAILPOINT_CRASH_AFTER_COMMIT,
-    FAILPOINT_CRASH_AFTER_SEND,
-    FAILPOINT_CRASH_IN_REBUILD,
-    FAILPOINT_CRASH_MID_SEND,
-    FAILPOINT_HOLD_AFTER_CHECK,
-    FAILPOINT_HOLD_BEFORE_SEND,
-    FAILPOINT_LOSE_RECORD,
-    FAILPOINT_SLOW_REBUILD,
-    LedgerWorker,
-    WorkerConfig,
-)
-from tests.benchmarks.pipeline_load import LogPipe
+from streams.worker.loop import CRASH_EXIT_CODE, LedgerWorker, WorkerConfig
 from tests.support.generate import generate_events
+from tests.support.logpipe import LogPipe
 from tests.support.pipeline import (
     assert_exactly_once_effect,
     batch_records,
@@ -65,9 +53,24 @@ from tests.support.pipeline import (
     read_topic,
     start_worker,
 )
+from tests.support.workers import (
+    ends_of,
+    input_ends,
+    replicate,
+    run_to_the_end,
+    states_done,
+    worker_done,
+)
 
 pytestmark = pytest.mark.integration
 TENANTS = ("acme", "globex", "initech", "umbrella")
+CRASH_AFTER_COMMIT = ["--crash-after-commit", "1"]
+CRASH_MID_SEND = ["--crash-mid-send", "1"]
+LOSE_RECORD = ["--lose-record", "1"]
+CRASH_AFTER_SEND = ["--crash-after-send", "1"]
+CRASH_IN_REBUILD = ["--crash-in-rebuild"]
+SLOW_REBUILD = ["--slow-rebuild", "0.01"]
+"""``tests.support.faulty_worker``'s options: a fault in the first batch (or rebuild), or a slowed rebuild."""
 
 
 # -- building scenarios ----------------------------------------------------------------------------------------------
@@ -135,7 +138,7 @@ def running() -> Iterator[StartWorker]:
     started: list[subprocess.Popen] = []
 
     def start(state: Path, bootstrap: str, topics: TopicSettings, group: str) -> subprocess.Popen:
-        started.append(start_worker(state, bootstrap, topics, group))
+        started.append(start_worker(state, bootstrap, topics, group, faults=[]))
         return started[-1]
 
     yield start
@@ -155,7 +158,7 @@ def logged() -> Iterator[StartLogged]:
     started: list[LogPipe] = []
 
     def start(state: Path, bootstrap: str, topics: TopicSettings, group: str, **options: Any) -> LogPipe:
-        started.append(LogPipe(start_worker(state, bootstrap, topics, group, **options)))
+        started.append(LogPipe(start_worker(state, bootstrap, topics, group, **{"faults": [], **options})))
         return started[-1]
 
     yield start
@@ -302,12 +305,9 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         time.sleep(0.2)
 
 
-def run_until_idle(state: Path, bootstrap: str, topics: TopicSettings, group: str, idle: float = 3) -> dict:
-    """One `run --exit-when-idle` to its end; its summary."""
-    worker = start_worker(state, bootstrap, topics, group, exit_when_idle=idle)
-    out, err = finish(worker, 120)
-    assert worker.returncode == 0, err
-    return json.loads(out)
+def run_through(state: Path, bootstrap: str, topics: TopicSettings, group: str) -> dict:
+    """One `run`, stopped once it has applied every input there is; its summary."""
+    return run_to_the_end(state, bootstrap, topics, group, faults=[]).summary()
 
 
 def stop(worker: subprocess.Popen) -> dict:
@@ -332,20 +332,20 @@ def test_a_batch_redone_by_another_worker_is_not_resent_over_it(kafka_broker: Em
     load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
     produce_files([events], bootstrap, topics, progress=False)
 
-    crash_at(FAILPOINT_CRASH_AFTER_COMMIT, tmp_path / "A", bootstrap, topics, "g-redone")
+    crash_at(CRASH_AFTER_COMMIT, tmp_path / "A", bootstrap, topics, "g-redone")
     assert 0 < count_rows(tmp_path / "A", b"I") <= produced, "A died after committing (part of) the stream"
 
-    taking_over = run_until_idle(tmp_path / "B", bootstrap, topics, "g-redone", idle=5)
+    taking_over = run_through(tmp_path / "B", bootstrap, topics, "g-redone")
     assert taking_over["events_read"] == produced, "B redid A's unsent batch and the rest"
-    run_until_idle(tmp_path / "A", bootstrap, topics, "g-redone", idle=4)
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    run_through(tmp_path / "A", bootstrap, topics, "g-redone")
+    replicate(tmp_path / "replica", bootstrap, topics)
 
     assert_each_holds_loads_versions(tmp_path, ("B", "A", "replica"))
 
 
-def crash_at(failpoint: str, state: Path, bootstrap: str, topics: TopicSettings, group: str) -> None:
-    """A worker that dies at ``failpoint`` in its first batch (or its first rebuild), as from kill -9."""
-    worker = start_worker(state, bootstrap, topics, group, failpoints={failpoint: "1"})
+def crash_at(fault: list[str], state: Path, bootstrap: str, topics: TopicSettings, group: str) -> None:
+    """A worker that dies at ``fault`` in its first batch (or its first rebuild), as from kill -9."""
+    worker = start_worker(state, bootstrap, topics, group, faults=fault)
     _, err = finish(worker, 120)
     assert worker.returncode == CRASH_EXIT_CODE, err
 
@@ -362,15 +362,15 @@ def test_a_redo_cut_short_keeps_the_batch_it_redid_from_being_resent(kafka_broke
     load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
     produce_files([events], bootstrap, topics, progress=False)
 
-    crash_at(FAILPOINT_CRASH_AFTER_COMMIT, tmp_path / "A", bootstrap, topics, "g-cut-short")
-    crash_at(FAILPOINT_CRASH_MID_SEND, tmp_path / "B", bootstrap, topics, "g-cut-short")
+    crash_at(CRASH_AFTER_COMMIT, tmp_path / "A", bootstrap, topics, "g-cut-short")
+    crash_at(CRASH_MID_SEND, tmp_path / "B", bootstrap, topics, "g-cut-short")
     markers = [record for record in read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS))
                if record.get("kind") == "batch"]
     assert len(markers) == 1 and markers[0]["tenant"] in TENANTS, (
         "B's redo is cut short after its first tenant's marker")
 
-    run_until_idle(tmp_path / "A", bootstrap, topics, "g-cut-short", idle=4)
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    run_through(tmp_path / "A", bootstrap, topics, "g-cut-short")
+    replicate(tmp_path / "replica", bootstrap, topics)
     assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
 
 
@@ -387,14 +387,14 @@ def test_a_batch_that_lost_a_record_on_its_way_to_the_log_is_not_applied_short(
     load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
     produce_files([events], bootstrap, topics, progress=False)
 
-    crash_at(FAILPOINT_LOSE_RECORD, tmp_path / "A", bootstrap, topics, "g-lost-record")
+    crash_at(LOSE_RECORD, tmp_path / "A", bootstrap, topics, "g-lost-record")
     logged = batch_records(bootstrap, topics)
     markers = [record for record in logged if record.get("kind") == "batch"]
     assert markers and sum(marker["records"] for marker in markers) == len(logged) - len(markers) + 1, (
         "the markers count one record more than the log holds")
 
-    run_until_idle(tmp_path / taker, bootstrap, topics, "g-lost-record", idle=4)
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    run_through(tmp_path / taker, bootstrap, topics, "g-lost-record")
+    replicate(tmp_path / "replica", bootstrap, topics)
     assert_each_holds_loads_versions(tmp_path, (taker, "replica"))
 
 
@@ -407,9 +407,9 @@ def b_sends_and_dies_before_the_offset_commit(folder: Path, bootstrap: str, topi
     write_events(parts[1], 100, seed=10, id_prefix="later")
     load_into(folder / "load", parts, simulated_clock=False, ontology_path=None)
     produce_files(parts[:1], bootstrap, topics, progress=False)
-    run_until_idle(folder / "A", bootstrap, topics, group, idle=3)
+    run_through(folder / "A", bootstrap, topics, group)
     produce_files(parts[1:], bootstrap, topics, progress=False)
-    crash_at(FAILPOINT_CRASH_AFTER_SEND, folder / "B", bootstrap, topics, group)
+    crash_at(CRASH_AFTER_SEND, folder / "B", bootstrap, topics, group)
 
 
 def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_broker: EmbeddedBroker,
@@ -421,8 +421,8 @@ def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_bro
     bootstrap = kafka_broker.bootstrap
     b_sends_and_dies_before_the_offset_commit(tmp_path, bootstrap, topics, "g-uncommitted")
 
-    run_until_idle(tmp_path / "A", bootstrap, topics, "g-uncommitted", idle=3)
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    run_through(tmp_path / "A", bootstrap, topics, "g-uncommitted")
+    replicate(tmp_path / "replica", bootstrap, topics)
     holders = ("A", "replica")
     versions = {name: state_difference(tmp_path / name, tmp_path / "load") for name in holders}
     assert versions == dict.fromkeys(holders, "same"), "each holds load's edge versions"
@@ -432,18 +432,33 @@ def test_a_batch_another_worker_sent_but_never_committed_is_not_redone(kafka_bro
 
 
 def paused_at_its_first_batch(tmp_path: Path, bootstrap: str, topics: TopicSettings, group: str,
-                              logged: StartLogged, failpoint: str) -> tuple[LogPipe, int, Path]:
+                              logged: StartLogged, hold: str) -> tuple[LogPipe, int, Path]:
     """A stream produced (and loaded into ``tmp_path / "load"``), and worker A holding its first batch at
-    ``failpoint`` until the file it returns exists, paused (SIGSTOP); (A, the events produced, the file)."""
+    ``hold`` (``--hold-before-send``, ``--hold-after-check``) until the file it returns exists, paused
+    (SIGSTOP); (A, the events produced, the file)."""
     events, release = tmp_path / "events.jsonl", tmp_path / "release"
     produced = write_events(events, 250)
     load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
     produce_files([events], bootstrap, topics, progress=False)
-    paused = logged(tmp_path / "A", bootstrap, topics, group, exit_when_idle=4, failpoints={failpoint: f"1:{release}"})
+    paused = logged(tmp_path / "A", bootstrap, topics, group, faults=[hold, f"1:{release}"])
     wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
                "A holds its first batch")
     os.kill(paused.process.pid, signal.SIGSTOP)
     return paused, produced, release
+
+
+def run_on_to_the_end(worker: LogPipe, state: Path, ends: dict[tuple[str, int], int], resumed_at: float) -> dict:
+    """Let a worker resumed at ``resumed_at`` (``time.time()``) go on until it has been assigned its
+    partitions again since and its state has applied every input to ``ends``; stop it, its summary."""
+    def done() -> bool:
+        assigned_since = any(" assigned [" in line and at > resumed_at for at, line in list(worker.stderr))
+        return assigned_since and states_done([state], ends)
+
+    try:
+        wait_until(lambda: worker.process.poll() is not None or done(), 120, f"{state.name} applied every input")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{worker.tail(40)}") from None
+    return worker.stop()
 
 
 def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_broker: EmbeddedBroker,
@@ -456,14 +471,15 @@ def test_a_worker_paused_past_its_session_does_not_send_the_batch_it_held(kafka_
     times. It joins again, finds B's claims, discards its state and rebuilds it from the log."""
     bootstrap = kafka_broker.bootstrap
     paused, produced, release = paused_at_its_first_batch(tmp_path, bootstrap, topics, "g-paused", logged,
-                                                          FAILPOINT_HOLD_BEFORE_SEND)
-    assert run_until_idle(tmp_path / "B", bootstrap, topics, "g-paused")["events_read"] == produced
+                                                          "--hold-before-send")
+    assert run_through(tmp_path / "B", bootstrap, topics, "g-paused")["events_read"] == produced
+    resumed_at = time.time()
     os.kill(paused.process.pid, signal.SIGCONT)
     release.touch()
-    assert paused.process.wait(120) == 0, paused.tail()
+    run_on_to_the_end(paused, tmp_path / "A", input_ends(bootstrap, topics), resumed_at)
 
     assert any(" is no longer a member of the group " in line for _, line in paused.stderr), paused.tail()
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    replicate(tmp_path / "replica", bootstrap, topics)
     assert_exactly_once_effect(bootstrap, topics, tmp_path / "load")
     assert_each_holds_loads_versions(tmp_path, ("B", "A", "replica"))
     assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
@@ -479,11 +495,13 @@ def test_a_worker_paused_past_its_session_with_no_one_to_take_over_sends_its_bat
     sends the batch at once. Either way the batch is on the log once and nothing is rebuilt."""
     bootstrap = kafka_broker.bootstrap
     paused, produced, release = paused_at_its_first_batch(tmp_path, bootstrap, topics, "g-paused-alone", logged,
-                                                          FAILPOINT_HOLD_BEFORE_SEND)
+                                                          "--hold-before-send")
+    # A fixed wait, still: polled with DescribeGroups until A was gone, A's membership question then hung.
     time.sleep(4)  # the group's session is 1 s: A is dropped
     release.touch()  # first, so that A's question to the group is not held up behind the file's poll
+    resumed_at = time.time()
     os.kill(paused.process.pid, signal.SIGCONT)
-    assert paused.process.wait(120) == 0, paused.tail()
+    run_on_to_the_end(paused, tmp_path / "A", input_ends(bootstrap, topics), resumed_at)
 
     log_lines = [line for _, line in paused.stderr]
     dropped = any(" is no longer a member of the group " in line for line in log_lines)
@@ -491,7 +509,7 @@ def test_a_worker_paused_past_its_session_with_no_one_to_take_over_sends_its_bat
         "dropped, A sends the batch once it has its partitions back untouched; else it sends it at once")
     assert not any(" rebuilt partition " in line for line in log_lines), "nothing to rebuild"
     assert count_rows(tmp_path / "A", b"I") == produced
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    replicate(tmp_path / "replica", bootstrap, topics)
     assert_exactly_once_effect(bootstrap, topics, tmp_path / "load")
     assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
     assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica")
@@ -505,10 +523,10 @@ def test_a_rebuild_cut_short_by_a_crash_is_done_again_not_taken_for_done(kafka_b
     next start, that the rebuild is unfinished. It rebuilds, rather than applying B's inputs again."""
     bootstrap = kafka_broker.bootstrap
     b_sends_and_dies_before_the_offset_commit(tmp_path, bootstrap, topics, "g-cut-rebuild")
-    crash_at(FAILPOINT_CRASH_IN_REBUILD, tmp_path / "A", bootstrap, topics, "g-cut-rebuild")
+    crash_at(CRASH_IN_REBUILD, tmp_path / "A", bootstrap, topics, "g-cut-rebuild")
 
-    run_until_idle(tmp_path / "A", bootstrap, topics, "g-cut-rebuild", idle=3)
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    run_through(tmp_path / "A", bootstrap, topics, "g-cut-rebuild")
+    replicate(tmp_path / "replica", bootstrap, topics)
     assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
     assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
         "A holds the versions as the log has them, with B's transaction times, not a redo of its own")
@@ -524,7 +542,7 @@ def test_a_rebuild_reads_to_the_end_of_the_log_however_long_the_broker_is_silent
     bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
     write_events(events, 150)
     produce_files([events], bootstrap, topics, progress=False)
-    run_until_idle(tmp_path / "worker", bootstrap, topics, "g-silent", idle=3)
+    run_through(tmp_path / "worker", bootstrap, topics, "g-silent")
 
     rebuilding = LedgerWorker(WorkerConfig(tmp_path / "rebuilt", bootstrap, "g-silent-rebuild", topics))
     try:
@@ -548,7 +566,7 @@ def test_a_partition_given_up_where_the_log_is_not_as_left_is_rebuilt_from_the_b
     bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
     write_events(events, 150)
     produce_files([events], bootstrap, topics, progress=False)
-    run_until_idle(tmp_path / "worker", bootstrap, topics, "g-given-up")
+    run_through(tmp_path / "worker", bootstrap, topics, "g-given-up")
     log_topic = topics.name(Topic.EDGE_VERSIONS)
 
     partitions = range(topics.partitions_for(Topic.EDGE_VERSIONS))
@@ -569,23 +587,10 @@ def test_a_partition_given_up_where_the_log_is_not_as_left_is_rebuilt_from_the_b
 
 
 def log_extent(bootstrap: str, topic: str, partition: int) -> tuple[str | None, int]:
-    """A log partition's first record id (None: empty) and its record count, read to the end (the
-    embedded broker's watermarks count record batches, not records)."""
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"extent-{topic}", "enable.auto.commit": False})
-    first, count = None, 0
-    try:
-        reader.assign([TopicPartition(topic, partition, 0)])
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < 2:
-            message = reader.poll(0.2)
-            if message is None or message.error():
-                continue
-            quiet_since = time.monotonic()
-            first = first or json.loads(message.value())["record_id"]
-            count = message.offset() + 1
-    finally:
-        reader.close()
-    return first, count
+    """A log partition's first record id (None: empty) and where it ends (its last offset + 1), read to
+    the end (the embedded broker's watermarks count record batches, not records)."""
+    records = read_partitions(bootstrap, topic)[partition]
+    return (records[0]["record_id"] if records else None), ends_of(bootstrap, [topic])[(topic, partition)]
 
 
 def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroker, topics: TopicSettings,
@@ -595,8 +600,8 @@ def test_a_replica_holds_everything_the_worker_holds(kafka_broker: EmbeddedBroke
     bootstrap, events = kafka_broker.bootstrap, tmp_path / "events.jsonl"
     write_events(events, 250, extra=SIDE_EFFECTS)
     produce_files([events], bootstrap, topics, progress=False)
-    run_until_idle(tmp_path / "worker", bootstrap, topics, "g-replica")
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    run_through(tmp_path / "worker", bootstrap, topics, "g-replica")
+    replicate(tmp_path / "replica", bootstrap, topics)
 
     now = wall_clock_micros()
     worker, replica = side_tables(tmp_path / "worker", now), side_tables(tmp_path / "replica", now)
@@ -630,8 +635,9 @@ def test_poison_is_dead_lettered_once_across_a_rebuild(kafka_broker: EmbeddedBro
 
     worker = running(state, bootstrap, topics, "g-poison-rebuild")
     produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
-    wait_until(lambda: count_rows(state, b"I") >= first_part + second_part, 90, "the worker applied the second part")
-    time.sleep(2)
+    ends = input_ends(bootstrap, topics)
+    wait_until(lambda: states_done([state], ends), 90, "the worker applied every input")
+    assert count_rows(state, b"I") == first_part + second_part
     after_rebuild = stop(worker)
 
     letters = {letter["record_id"]: letter for letter in read_topic(bootstrap, topics.name(Topic.DEAD_LETTER))}
@@ -649,12 +655,15 @@ def test_exit_when_idle_does_not_count_a_rebuild_as_idle(kafka_broker: EmbeddedB
     first_part = write_events(tmp_path / "part1.jsonl", 250)
     waiting = write_events(tmp_path / "part2.jsonl", 250, seed=10, id_prefix="later")
     produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
-    assert run_until_idle(state, bootstrap, topics, "g-idle-rebuild")["events_read"] == first_part
+    assert run_through(state, bootstrap, topics, "g-idle-rebuild")["events_read"] == first_part
     shutil.rmtree(state)
     produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
 
     started = time.monotonic()
-    summary = run_until_idle(state, bootstrap, topics, "g-idle-rebuild", idle=3)
+    idling = start_worker(state, bootstrap, topics, "g-idle-rebuild", exit_when_idle=2)
+    out, err = finish(idling, 120)
+    assert idling.returncode == 0, err
+    summary = json.loads(out)
     assert summary["events_read"] == waiting, (
         f"read {summary['events_read']} of the {waiting} waiting events before exiting after "
         f"{time.monotonic() - started:.1f} s ({count_rows(state, b'I')} events seen: the rebuild restored the rest)")
@@ -674,7 +683,7 @@ def test_partitions_that_need_no_rebuild_keep_flowing_while_others_are_rebuilt(
     partitions = topics.partitions_for(Topic.EDGE_VERSIONS)
     workers: dict[str, LogPipe] = {}
     produce_files([tmp_path / "part0.jsonl"], bootstrap, topics, progress=False)
-    workers["A"] = logged(tmp_path / "A", bootstrap, topics, group, failpoints={FAILPOINT_SLOW_REBUILD: "0.01"})
+    workers["A"] = logged(tmp_path / "A", bootstrap, topics, group, faults=SLOW_REBUILD)
     wait_until(lambda: event_ids(tmp_path / "part0.jsonl") <= seen_event_ids(tmp_path / "A"), 60,
                "A applied the first part")
     workers["B"] = logged(tmp_path / "B", bootstrap, topics, group)
@@ -721,7 +730,7 @@ def test_a_rebalance_in_the_middle_of_rebuilds_neither_stalls_nor_restarts_them(
                       .replace('"tenant": "acme"', f'"tenant": "{tenant}"') for tenant in ("wayne", "wonka"))
     following = write_events(then, 50, seed=10, id_prefix="later", extra=newcomers)
     produce_files([first], bootstrap, topics, progress=False)
-    run_until_idle(tmp_path / "X", bootstrap, topics, group)
+    run_through(tmp_path / "X", bootstrap, topics, group)
     partitions = topics.partitions_for(Topic.EDGE_VERSIONS)
     records = Counter(tenant_partition(tenant, partitions) for tenant, _ in event_ids(first))
     ordered = sorted(records, key=lambda partition: records[partition])
@@ -731,7 +740,7 @@ def test_a_rebalance_in_the_middle_of_rebuilds_neither_stalls_nor_restarts_them(
     assert {tenant_partition(tenant, partitions) for tenant in ("wayne", "wonka")} == empty
 
     workers: dict[str, LogPipe] = {}
-    workers["A"] = logged(tmp_path / "A", bootstrap, topics, group, failpoints={FAILPOINT_SLOW_REBUILD: "0.01"})
+    workers["A"] = logged(tmp_path / "A", bootstrap, topics, group, faults=SLOW_REBUILD)
     wait_until(lambda: workers["A"].first(f" rebuilt partition {shorter} ") is not None, 60,
                f"A rebuilt partition {shorter}")
     assert workers["A"].first(f" rebuilt partition {longer} ") is None, "A is still rebuilding the longer log"
@@ -760,13 +769,14 @@ def test_a_worker_reports_its_rebuilds_progress(kafka_broker: EmbeddedBroker, to
     bootstrap, group = kafka_broker.bootstrap, "g-rebuild-progress"
     write_events(tmp_path / "events.jsonl", 100)
     produce_files([tmp_path / "events.jsonl"], bootstrap, topics, progress=False)
-    run_until_idle(tmp_path / "first", bootstrap, topics, group)
+    run_through(tmp_path / "first", bootstrap, topics, group)
 
     reports: list[tuple[int, int]] = []
     worker = LedgerWorker(WorkerConfig(tmp_path / "second", bootstrap, group, topics,
                                        consumer_overrides=dict(FAST_GROUP_OVERRIDES)),
                           on_rebuild=lambda partitions, records: reports.append((partitions, records)))
-    assert worker.run(idle_exit_after=2).events_read == 0, "the log held every input: nothing left to read"
+    until = worker_done(worker, input_ends(bootstrap, topics))
+    assert worker.run(until=until).events_read == 0, "the log held every input: nothing left to read"
     partitions = topics.partitions_for(Topic.EDGE_VERSIONS)
     assert reports[0] == (partitions, 0) and reports[-1][0] == 0, reports[:3] + reports[-3:]
     assert sum(records for _, records in reports) == len(read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS)))
@@ -827,7 +837,7 @@ def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka
 
     read = {"A": stayed["events_read"], "B": left["events_read"]}
     assert read["B"] > 0 and sum(read.values()) == produced, f"every input read once by the group: {read} of {produced}"
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    replicate(tmp_path / "replica", bootstrap, topics)
     assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
     assert_exactly_once_effect(bootstrap, topics, tmp_path / "load")
     taken_back = [re.search(r" rebuilt partition (\d+) from (\d+) log records \(offset (\d+) on\)", line)
@@ -841,10 +851,7 @@ def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka
 
 def stop_logged(worker: LogPipe) -> dict:
     """Stop a worker as an operator does (SIGTERM); its summary."""
-    worker.process.send_signal(signal.SIGTERM)
-    assert worker.process.wait(60) == 0, "\n".join(line for _, line in worker.stderr[-40:])
-    worker.close()
-    return json.loads("\n".join(line for _, line in worker.stdout))
+    return worker.stop()
 
 
 def test_a_batch_a_dropped_worker_sends_after_the_new_owners_fence_is_dropped_and_its_state_rebuilt(
@@ -857,11 +864,12 @@ def test_a_batch_a_dropped_worker_sends_after_the_new_owners_fence_is_dropped_an
     it from scratch: it ends with B's versions, transaction times included, as a replica has them."""
     bootstrap = kafka_broker.bootstrap
     paused, produced, release = paused_at_its_first_batch(tmp_path, bootstrap, topics, "g-window", logged,
-                                                          FAILPOINT_HOLD_AFTER_CHECK)
-    assert run_until_idle(tmp_path / "B", bootstrap, topics, "g-window")["events_read"] == produced
+                                                          "--hold-after-check")
+    assert run_through(tmp_path / "B", bootstrap, topics, "g-window")["events_read"] == produced
     release.touch()
+    resumed_at = time.time()
     os.kill(paused.process.pid, signal.SIGCONT)
-    assert paused.process.wait(120) == 0, paused.tail()
+    run_on_to_the_end(paused, tmp_path / "A", input_ends(bootstrap, topics), resumed_at)
 
     a_id = next(match.group(1) for _, line in paused.stderr if (match := re.search(r"worker (\w+) consuming", line)))
     late = 0
@@ -874,7 +882,7 @@ def test_a_batch_a_dropped_worker_sends_after_the_new_owners_fence_is_dropped_an
         late += len(a_batch)
     assert late, "A sent its batch"
     assert any(" discards its local state" in line for _, line in paused.stderr), paused.tail()
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    replicate(tmp_path / "replica", bootstrap, topics)
     assert_each_holds_loads_versions(tmp_path, ("B", "A", "replica"))
     assert stored_versions(tmp_path / "B") == stored_versions(tmp_path / "replica")
     assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica"), (
@@ -893,11 +901,11 @@ def test_a_worker_that_comes_back_in_a_group_made_anew_fences_in_the_next_era(
     load_into(tmp_path / "load", [first, second], simulated_clock=False, ontology_path=None)
     produce_files([first], bootstrap, topics, progress=False)
     for _ in range(3):  # a few rebalances, so that the old group's generations are above the new one's first
-        run_until_idle(tmp_path / "A", bootstrap, topics, "g-old-group", idle=2)
+        run_through(tmp_path / "A", bootstrap, topics, "g-old-group")
     produce_files([second], bootstrap, topics, progress=False)
-    run_until_idle(tmp_path / "A", bootstrap, topics, "g-new-group", idle=3)
+    run_through(tmp_path / "A", bootstrap, topics, "g-new-group")
 
-    run_replica(tmp_path / "replica", bootstrap, topics, idle_exit_after=2)
+    replicate(tmp_path / "replica", bootstrap, topics)
     assert_each_holds_loads_versions(tmp_path, ("A", "replica"))
     assert stored_versions(tmp_path / "A") == stored_versions(tmp_path / "replica")
     fences = [tuple(record["epoch"]) for record in read_topic(bootstrap, topics.name(Topic.EDGE_VERSIONS))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
 import os
 import signal
 import time
@@ -14,20 +13,23 @@ import pytest
 import streams.log.replica
 from processors.heap import SettledHeap
 from streams.cli.load import load_into
+from streams.kafka.config import FAST_GROUP_OVERRIDES
 from streams.kafka.produce import produce_files
 from streams.kafka.topics import ensure_topics
-from streams.log.replica import run_replica
-from streams.worker.loop import FAILPOINT_CRASH_AFTER_COMMIT
-from tests.benchmarks.pipeline_load import LogPipe, count_applied
+from streams.worker.loop import LedgerWorker, WorkerConfig
+from tests.support.faulty_worker import Crash, Crashed
 from tests.support.generate import generate_events
+from tests.support.logpipe import LogPipe
 from tests.support.pipeline import (
     assert_exactly_once_effect,
     comparable_state,
-    finish,
+    count_applied,
     fresh_topics,
     holds_partitions,
     start_worker,
 )
+from tests.support.wait import wait_until
+from tests.support.workers import input_ends, replicate, run_to_the_end, states_done, worker_done
 
 pytestmark = pytest.mark.integration
 TENANTS = ("acme", "globex", "initech", "umbrella")
@@ -51,7 +53,7 @@ def test_kill_minus_nine_mid_stream_then_restart(kafka_broker, stream, tmp_path:
     ensure_topics(kafka_broker.bootstrap, topics)
     produce_files([events], kafka_broker.bootstrap, topics, progress=False)
     state = tmp_path / "state"
-    worker = start_worker(state, kafka_broker.bootstrap, topics, "g-kill")
+    worker = start_worker(state, kafka_broker.bootstrap, topics, "g-kill", faults=[])
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         time.sleep(0.05)
@@ -61,10 +63,8 @@ def test_kill_minus_nine_mid_stream_then_restart(kafka_broker, stream, tmp_path:
     worker.wait(10)
     partial = count_applied(state)
     assert 0 < partial < 20_000, f"the kill must land mid-stream (applied {partial})"
-    restarted = start_worker(state, kafka_broker.bootstrap, topics, "g-kill", exit_when_idle=3)
-    out, err = finish(restarted, 180)
-    assert restarted.returncode == 0, err
-    assert json.loads(out)["events_read"] == 20_000 - partial, "resumes after the last applied offset"
+    restarted = run_to_the_end(state, kafka_broker.bootstrap, topics, "g-kill", faults=[], timeout=180)
+    assert restarted.summary()["events_read"] == 20_000 - partial, "resumes after the last applied offset"
     assert comparable_state(state) == comparable_state(expected)
     assert_exactly_once_effect(kafka_broker.bootstrap, topics, expected)
 
@@ -75,17 +75,13 @@ def test_crash_between_commit_and_send_resends_the_outbox(kafka_broker, stream, 
     ensure_topics(kafka_broker.bootstrap, topics)
     produce_files([events], kafka_broker.bootstrap, topics, progress=False)
     state = tmp_path / "state"
-    os.environ[FAILPOINT_CRASH_AFTER_COMMIT] = "3"
-    try:
-        crashing = start_worker(state, kafka_broker.bootstrap, topics, "g-outbox")
-        finish(crashing, 120)
-    finally:
-        del os.environ[FAILPOINT_CRASH_AFTER_COMMIT]
-    assert crashing.returncode == 137
-    restarted = start_worker(state, kafka_broker.bootstrap, topics, "g-outbox", exit_when_idle=3)
-    _, err = finish(restarted, 180)
-    assert restarted.returncode == 0, err
-    assert "re-sending" in err
+    crashing = LedgerWorker(WorkerConfig(state, kafka_broker.bootstrap, "g-outbox", topics,
+                                         consumer_overrides=dict(FAST_GROUP_OVERRIDES)),
+                            faults=Crash(after_commit_of=3))
+    with pytest.raises(Crashed):  # in this process: the worker dies after committing its third batch
+        crashing.run(until=worker_done(crashing, input_ends(kafka_broker.bootstrap, topics)))
+    restarted = run_to_the_end(state, kafka_broker.bootstrap, topics, "g-outbox", faults=[], timeout=180)
+    assert restarted.first("re-sending") is not None, restarted.tail()
     assert comparable_state(state) == comparable_state(expected)
     assert_exactly_once_effect(kafka_broker.bootstrap, topics, expected)
 
@@ -99,22 +95,20 @@ def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker,
     # worker to join can apply all 20,000 before the second one's join rebalances the group (a fixed
     # wait was not enough on a busy machine). A worker is assigned partitions only in a generation
     # that includes both, so the second one's non-empty assignment means the split has happened.
-    # Idle from when they subscribe: the window must outlast the join and the produce.
-    workers = [LogPipe(start_worker(tmp_path / name, kafka_broker.bootstrap, topics, "g-two", exit_when_idle=8))
+    workers = [LogPipe(start_worker(tmp_path / name, kafka_broker.bootstrap, topics, "g-two", faults=[]))
                for name in ("w1", "w2")]
     try:
         for worker in workers:
             assert worker.wait_for(lambda w=worker: holds_partitions(w), 60), f"no assignment:\n{worker.tail()}"
         produce_files([events], kafka_broker.bootstrap, topics, progress=False)
-        for worker in workers:
-            worker.process.wait(180)
+        ends = input_ends(kafka_broker.bootstrap, topics)
+        wait_until(lambda: states_done([tmp_path / "w1", tmp_path / "w2"], ends), "the two applied every input", 180)
+        counts = [worker.stop()["events_read"] for worker in workers]
     finally:
         for worker in workers:
             if worker.process.poll() is None:
                 worker.process.kill()
             worker.close()
-    assert [worker.process.returncode for worker in workers] == [0, 0], [w.tail() for w in workers]
-    counts = [json.loads("\n".join(line for _, line in worker.stdout))["events_read"] for worker in workers]
     assert all(count > 0 for count in counts), f"both workers took partitions: {counts}"
     assert sum(counts) >= 20_000
     assert comparable_state(tmp_path / "w1") | comparable_state(tmp_path / "w2") == comparable_state(expected)
@@ -140,7 +134,7 @@ def test_two_workers_split_the_partitions_and_reach_the_same_state(kafka_broker,
             self.heap.__exit__(*exc_info)
 
     monkeypatch.setattr(streams.log.replica, "SettledHeap", CountingHeap)
-    applied = run_replica(tmp_path / "replica", kafka_broker.bootstrap, topics, idle_exit_after=2)
+    applied = replicate(tmp_path / "replica", kafka_broker.bootstrap, topics)
     assert comparable_state(tmp_path / "replica") == comparable_state(expected), "a query replica sees it all"
     assert len(settled) == applied > 0, "the replica keeps the collector off what it has replayed"
     assert gc.get_freeze_count() == 0, "and hands it back when it stops"

@@ -1,0 +1,147 @@
+"""Running workers and replicas in tests until their work is done, not until they have idled a while.
+
+A worker is done once its state has applied every input partition up to where it ended when the
+test asked (``input_ends``), with no rebuild left and nothing parked in its outbox; a replica once
+it has read every log partition to its end. The ends are read from partition-EOF events: on the
+embedded broker the high watermark can count short (it counts produced record batches), while the
+end a fetch reports is exact. Unlike ``tests.support.kafka``'s probes, this writes nothing to the
+topic: a probe on ``edge-versions`` would be a record no reader of the log can parse.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from unittest import mock
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+import streams.log.replica
+from state.kv import RocksKV
+from state.pipeline_store import PipelineStore
+from streams.kafka.config import consumer_config
+from streams.kafka.topics import INPUT_TOPICS, Topic, TopicSettings
+from streams.log.replica import run_replica
+from streams.worker.loop import LedgerWorker
+from tests.support.logpipe import LogPipe
+from tests.support.pipeline import holds_partitions, start_worker
+from tests.support.wait import wait_until
+
+Position = tuple[str, int]
+"""(topic, partition)."""
+
+
+def ends_of(bootstrap: str, topics: Iterable[str], timeout: float = 60.0) -> dict[Position, int]:
+    """The end offset (the next record's offset) of every partition of ``topics`` now: where the
+    partition's EOF event comes, read from the beginning (the embedded broker's high watermark can
+    count short; the end its fetches report does not)."""
+    consumer = Consumer(consumer_config(bootstrap, f"ends-{uuid.uuid4().hex[:8]}", **{"enable.partition.eof": True}))
+    try:
+        unread = {(topic, partition) for topic in topics
+                  for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
+        consumer.assign([TopicPartition(topic, partition, 0) for topic, partition in unread])
+        ends: dict[Position, int] = {}
+        deadline = time.monotonic() + timeout
+        while unread:
+            assert time.monotonic() < deadline, f"partitions {sorted(unread)} never reported their end"
+            message = consumer.poll(0.2)
+            error = message.error() if message is not None else None
+            if message is not None and error is not None and error.code() == KafkaError._PARTITION_EOF:
+                ends[(message.topic(), message.partition())] = message.offset()
+                unread.discard((message.topic(), message.partition()))
+        return ends
+    finally:
+        consumer.close()
+
+
+def input_ends(bootstrap: str, topics: TopicSettings) -> dict[Position, int]:
+    return ends_of(bootstrap, [topics.name(topic) for topic in INPUT_TOPICS])
+
+
+def applied_to(applied: dict[Position, int], ends: dict[Position, int]) -> bool:
+    """Whether the last offsets applied reach every non-empty partition's last record."""
+    return all(applied.get(position, -1) >= end - 1 for position, end in ends.items() if end > 0)
+
+
+def worker_done(worker: LedgerWorker, ends: dict[Position, int]) -> Callable[[], bool]:
+    """``LedgerWorker.run(until=...)`` for a worker in the test's process: it holds its partitions, has
+    applied them to ``ends``, and has no rebuild left and nothing parked."""
+    return lambda: (bool(worker.assigned) and not worker.rebuilds.waiting and not worker.holdings.parked
+                    and applied_to(worker.applied_offsets, ends))
+
+
+def states_done(states: Iterable[Path], ends: dict[Position, int]) -> bool:
+    """Whether these state directories, read as secondaries while their workers run, have applied
+    every input partition to ``ends`` between them, none with a rebuild unfinished or a batch unsent."""
+    applied: dict[Position, int] = {}
+    for state in states:
+        if not (state / "CURRENT").exists():
+            return False
+        kv = RocksKV(state, read_only=True)
+        try:
+            bookkeeping = PipelineStore(kv)
+            if bookkeeping.rebuilding() or bookkeeping.outbox():
+                return False
+            for position, offset in bookkeeping.input_offsets().items():
+                applied[position] = max(offset, applied.get(position, -1))
+        finally:
+            kv.close()
+    return applied_to(applied, ends)
+
+
+def run_to_the_end(state: Path, bootstrap: str, topics: TopicSettings, group: str, faults: list[str] | None = None,
+                   timeout: float = 120) -> LogPipe:
+    """One worker process (`edgeledger run`, or ``tests.support.faulty_worker`` with ``faults``) run
+    until it holds its partitions and its state has applied every input there is now; stopped as an
+    operator does (SIGTERM). Its output (``LogPipe.summary``)."""
+    ends = input_ends(bootstrap, topics)
+    worker = LogPipe(start_worker(state, bootstrap, topics, group, faults=faults))
+
+    def done_or_dead() -> bool:
+        return worker.process.poll() is not None or (holds_partitions(worker) and states_done([state], ends))
+
+    try:
+        wait_until(done_or_dead, f"the worker on {state.name} applied every input", timeout)
+        assert worker.process.poll() is None, worker.tail(40)
+        worker.stop()
+        return worker
+    finally:
+        if worker.process.poll() is None:
+            worker.process.kill()
+            worker.process.wait()
+        worker.close()
+
+
+def replicate(state: Path, bootstrap: str, topics: TopicSettings, timeout: float = 120) -> int:
+    """``run_replica`` until it has read every partition of ``edge-versions`` to where it ends now;
+    the log records it applied. Its consumer tells when it has polled each partition's last record."""
+    log_topic = topics.name(Topic.EDGE_VERSIONS)
+    ends = {partition: end for (_, partition), end in ends_of(bootstrap, [log_topic]).items() if end > 0}
+    stop = threading.Event()
+    polled: dict[int, int] = {}
+
+    class ToTheEnd(Consumer):
+        def poll(self, timeout: float | None = None) -> Message | None:
+            message = super().poll(timeout)
+            if message is not None and message.error() is None:
+                polled[message.partition()] = message.offset()
+                if all(polled.get(partition, -1) >= end - 1 for partition, end in ends.items()):
+                    stop.set()  # the loop applies this record, then stops
+            return message
+
+    if not ends:
+        stop.set()
+    applied: list[int] = []
+    with mock.patch.object(streams.log.replica, "Consumer", ToTheEnd):
+        thread = threading.Thread(target=lambda: applied.append(run_replica(state, bootstrap, topics, stop=stop)))
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            stop.set()
+            thread.join(30)
+    reached = all(polled.get(partition, -1) >= end - 1 for partition, end in ends.items())
+    assert applied and reached, f"the replica did not read the log to its ends {ends}: it read to {polled}"
+    return applied[0]
