@@ -10,7 +10,7 @@
 # Why the distribution's: Debian builds its interpreter with profile-guided optimisation and
 # link-time optimisation; the 1M-event load took 12-16 % less loading-thread CPU on it than on a
 # source build without them (what pyenv makes by default, and the python3.11 first on PATH on this
-# project's machines; README, performance). The deploy image's python:3.11-slim is an optimised build too.
+# project's machines; docs/performance.md). The deploy image's python:3.11-slim is an optimised build too.
 # EDGELEDGER_SYSTEM_PYTHON=0 skips the distribution's interpreter.
 set -euo pipefail
 

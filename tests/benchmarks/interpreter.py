@@ -1,6 +1,6 @@
 """Which interpreter build a benchmark runs on, for its report: on a build with profile-guided and
 link-time optimisation the load took 12-16 % less loading-thread CPU than on one without
-(README, performance)."""
+(docs/performance.md)."""
 
 from __future__ import annotations
 
