@@ -178,7 +178,8 @@ def freshness(
     tenant: Tenant,
     since: Annotated[str | None, typer.Option("--since", help="Window start, transaction time (ISO-8601).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Window end, exclusive (ISO-8601).")] = None,
-    slo: Annotated[Path | None, typer.Option("--slo", help="SLO file (default: the packaged deploy/slo.json).")] = None,
+    slo: Annotated[Path | None, typer.Option(
+        "--slo", help="SLO file (default: the bundled schemas/slo_default.json; deploy/slo.json is a copy).")] = None,
     now: Annotated[
         str | None, typer.Option("--now", help="Judge staleness as of this instant (ISO-8601). Default: now.")
     ] = None,
