@@ -117,6 +117,8 @@ def replica(
                                            help="Kafka bootstrap servers.")],
     topic_prefix: Annotated[str, typer.Option("--topic-prefix")] = "edgeledger.",
     exit_when_idle: Annotated[float | None, typer.Option("--exit-when-idle")] = None,
+    exit_when_caught_up: Annotated[bool, typer.Option(
+        "--exit-when-caught-up", help="Stop once every partition of the log is read to its end (backfills).")] = False,
 ) -> None:
     """Follow the whole edge-versions log into a read model for `serve` and the read commands."""
     from streams.kafka.topics import TopicSettings
@@ -124,7 +126,7 @@ def replica(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     emit({"log_records": run_replica(state, bootstrap, TopicSettings(prefix=topic_prefix),
-                                      idle_exit_after=exit_when_idle)})
+                                      idle_exit_after=exit_when_idle, until_caught_up=exit_when_caught_up)})
 
 
 def produce(

@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from processors.heap import SettledHeap
 from processors.pending import PendingLedger
@@ -29,8 +29,13 @@ log = logging.getLogger(__name__)
 
 
 def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None,
-                stop: threading.Event | None = None, idle_exit_after: float | None = None) -> int:
-    """Follow the log until stopped (or idle); returns the number of log records applied."""
+                stop: threading.Event | None = None, idle_exit_after: float | None = None,
+                until_caught_up: bool = False) -> int:
+    """Follow the log until stopped (or idle); returns the number of log records applied.
+
+    ``until_caught_up``: stop once every partition of the log has been read to its end (the
+    broker's end-of-partition event, after the last record): a backfill, or a test, waits on that
+    condition instead of on a quiet period."""
     topics = topics or TopicSettings()
     stop = stop or threading.Event()
     log_topic = topics.name(Topic.EDGE_VERSIONS)
@@ -40,7 +45,8 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
     positions = {p: o for (t, p), o in stored.items() if t == log_topic}
     # The input offsets the replayed batches consumed: a batch at or below them was applied before.
     inputs_seen = {(t, p): o for (t, p), o in stored.items() if t != log_topic}
-    consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}"))
+    consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}",
+                                        **{"enable.partition.eof": until_caught_up}))
     partitions = consumer.list_topics(log_topic, timeout=30).topics[log_topic].partitions
     consumer.assign([TopicPartition(log_topic, p, positions[p] + 1 if p in positions else OFFSET_BEGINNING)
                      for p in partitions])
@@ -48,6 +54,7 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
 
     applied = 0
     idle_since = time.monotonic()
+    at_end: set[int] = set()
     try:
         with SettledHeap() as heap:
             while not stop.is_set():
@@ -57,10 +64,16 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
                         break
                     heap.when_idle()
                     continue
-                if message.error():
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(message.partition())
+                        if until_caught_up and at_end.issuperset(partitions):
+                            break
                     continue
                 idle_since = time.monotonic()
                 partition, offset = message.partition(), message.offset()
+                at_end.discard(partition)
 
                 def commit(pending: PendingLedger, partition: int = partition, offset: int = offset) -> None:
                     # Only this partition's position moves, and only at its markers: records another

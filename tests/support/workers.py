@@ -15,15 +15,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from unittest import mock
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-import streams.log.replica
 from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
 from streams.kafka.config import consumer_config
-from streams.kafka.topics import INPUT_TOPICS, Topic, TopicSettings
+from streams.kafka.topics import INPUT_TOPICS, TopicSettings
 from streams.log.replica import run_replica
 from streams.worker.loop import LedgerWorker
 from tests.support.logpipe import LogPipe
@@ -116,32 +114,16 @@ def run_to_the_end(state: Path, bootstrap: str, topics: TopicSettings, group: st
 
 
 def replicate(state: Path, bootstrap: str, topics: TopicSettings, timeout: float = 120) -> int:
-    """``run_replica`` until it has read every partition of ``edge-versions`` to where it ends now;
-    the log records it applied. Its consumer tells when it has polled each partition's last record."""
-    log_topic = topics.name(Topic.EDGE_VERSIONS)
-    ends = {partition: end for (_, partition), end in ends_of(bootstrap, [log_topic]).items() if end > 0}
-    stop = threading.Event()
-    polled: dict[int, int] = {}
-
-    class ToTheEnd(Consumer):
-        def poll(self, timeout: float | None = None) -> Message | None:
-            message = super().poll(timeout)
-            if message is not None and message.error() is None:
-                polled[message.partition()] = message.offset()
-                if all(polled.get(partition, -1) >= end - 1 for partition, end in ends.items()):
-                    stop.set()  # the loop applies this record, then stops
-            return message
-
-    if not ends:
-        stop.set()
+    """``run_replica`` until it has read every partition of ``edge-versions`` to its end; the log
+    records it applied."""
     applied: list[int] = []
-    with mock.patch.object(streams.log.replica, "Consumer", ToTheEnd):
-        thread = threading.Thread(target=lambda: applied.append(run_replica(state, bootstrap, topics, stop=stop)))
-        thread.start()
-        thread.join(timeout)
-        if thread.is_alive():
-            stop.set()
-            thread.join(30)
-    reached = all(polled.get(partition, -1) >= end - 1 for partition, end in ends.items())
-    assert applied and reached, f"the replica did not read the log to its ends {ends}: it read to {polled}"
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: applied.append(
+        run_replica(state, bootstrap, topics, stop=stop, until_caught_up=True)))
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        stop.set()
+        thread.join(30)
+    assert applied and not stop.is_set(), f"the replica did not read the log to its end within {timeout} s"
     return applied[0]

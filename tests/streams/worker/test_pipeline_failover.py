@@ -53,6 +53,7 @@ from tests.support.pipeline import (
     read_topic,
     start_worker,
 )
+from tests.support.wait import wait_until
 from tests.support.workers import (
     ends_of,
     input_ends,
@@ -297,14 +298,6 @@ def size(listing: object) -> object:
 
 
 # -- running workers -------------------------------------------------------------------------------------------------
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail, saying ``what`` did not happen, after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.2)
-
-
 def run_through(state: Path, bootstrap: str, topics: TopicSettings, group: str) -> dict:
     """One `run`, stopped once it has applied every input there is; its summary."""
     return run_to_the_end(state, bootstrap, topics, group, faults=[]).summary()
@@ -441,8 +434,7 @@ def paused_at_its_first_batch(tmp_path: Path, bootstrap: str, topics: TopicSetti
     load_into(tmp_path / "load", [events], simulated_clock=False, ontology_path=None)
     produce_files([events], bootstrap, topics, progress=False)
     paused = logged(tmp_path / "A", bootstrap, topics, group, faults=[hold, f"1:{release}"])
-    wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), 60,
-               "A holds its first batch")
+    wait_until(lambda: any(" holds batch 1 " in line for _, line in list(paused.stderr)), "A holds its first batch", 60)
     os.kill(paused.process.pid, signal.SIGSTOP)
     return paused, produced, release
 
@@ -455,7 +447,7 @@ def run_on_to_the_end(worker: LogPipe, state: Path, ends: dict[tuple[str, int], 
         return assigned_since and states_done([state], ends)
 
     try:
-        wait_until(lambda: worker.process.poll() is not None or done(), 120, f"{state.name} applied every input")
+        wait_until(lambda: worker.process.poll() is not None or done(), f"{state.name} applied every input", 120)
     except AssertionError as error:
         raise AssertionError(f"{error}\n{worker.tail(40)}") from None
     return worker.stop()
@@ -627,16 +619,16 @@ def test_poison_is_dead_lettered_once_across_a_rebuild(kafka_broker: EmbeddedBro
 
     produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
     worker = running(state, bootstrap, topics, "g-poison-rebuild")
-    wait_until(lambda: count_rows(state, b"I") >= first_part, 60, "the worker applied the first part")
+    wait_until(lambda: count_rows(state, b"I") >= first_part, "the worker applied the first part", 60)
     produce_files([tmp_path / "poison.jsonl"], bootstrap, topics, progress=False)
-    wait_until(lambda: count_rows(state, b"D") >= len(POISON), 30, "the worker dead-lettered the poison")
+    wait_until(lambda: count_rows(state, b"D") >= len(POISON), "the worker dead-lettered the poison", 30)
     before_loss = stop(worker)
     shutil.rmtree(state)
 
     worker = running(state, bootstrap, topics, "g-poison-rebuild")
     produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
     ends = input_ends(bootstrap, topics)
-    wait_until(lambda: states_done([state], ends), 90, "the worker applied every input")
+    wait_until(lambda: states_done([state], ends), "the worker applied every input", 90)
     assert count_rows(state, b"I") == first_part + second_part
     after_rebuild = stop(worker)
 
@@ -684,14 +676,14 @@ def test_partitions_that_need_no_rebuild_keep_flowing_while_others_are_rebuilt(
     workers: dict[str, LogPipe] = {}
     produce_files([tmp_path / "part0.jsonl"], bootstrap, topics, progress=False)
     workers["A"] = logged(tmp_path / "A", bootstrap, topics, group, faults=SLOW_REBUILD)
-    wait_until(lambda: event_ids(tmp_path / "part0.jsonl") <= seen_event_ids(tmp_path / "A"), 60,
-               "A applied the first part")
+    wait_until(lambda: event_ids(tmp_path / "part0.jsonl") <= seen_event_ids(tmp_path / "A"),
+               "A applied the first part", 60)
     workers["B"] = logged(tmp_path / "B", bootstrap, topics, group)
-    wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
+    wait_until(lambda: all(holds_partitions(w) for w in workers.values()), "the group split the partitions", 60)
     produce_files([tmp_path / "part1.jsonl"], bootstrap, topics, progress=False)
     applied = event_ids(tmp_path / "part0.jsonl") | event_ids(tmp_path / "part1.jsonl")
-    wait_until(lambda: applied <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"), 60,
-               "the two workers applied the second part")
+    wait_until(lambda: applied <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"),
+               "the two workers applied the second part", 60)
     own = {tenant_partition(tenant, partitions) for tenant, _ in seen_event_ids(tmp_path / "A")} - {
         tenant_partition(tenant, partitions) for tenant, _ in seen_event_ids(tmp_path / "B")}
     assert own, "A holds partitions of its own"
@@ -700,10 +692,10 @@ def test_partitions_that_need_no_rebuild_keep_flowing_while_others_are_rebuilt(
     produce_files([tmp_path / "part2.jsonl"], bootstrap, topics, progress=False)
     arriving = {(tenant, event_id) for tenant, event_id in event_ids(tmp_path / "part2.jsonl")
                 if tenant_partition(tenant, partitions) in own}
-    wait_until(lambda: arriving <= seen_event_ids(tmp_path / "A"), 90, "A applied the input of its own partitions")
+    wait_until(lambda: arriving <= seen_event_ids(tmp_path / "A"), "A applied the input of its own partitions", 90)
     applied_at = time.time()
-    wait_until(lambda: event_ids(tmp_path / "part2.jsonl") <= seen_event_ids(tmp_path / "A"), 90,
-               "A applied every part")
+    wait_until(lambda: event_ids(tmp_path / "part2.jsonl") <= seen_event_ids(tmp_path / "A"),
+               "A applied every part", 90)
     stop_logged(workers["A"])
 
     rebuilt = [(at, line) for at, line in workers["A"].stderr if " rebuilt partition " in line]
@@ -741,15 +733,15 @@ def test_a_rebalance_in_the_middle_of_rebuilds_neither_stalls_nor_restarts_them(
 
     workers: dict[str, LogPipe] = {}
     workers["A"] = logged(tmp_path / "A", bootstrap, topics, group, faults=SLOW_REBUILD)
-    wait_until(lambda: workers["A"].first(f" rebuilt partition {shorter} ") is not None, 60,
-               f"A rebuilt partition {shorter}")
+    wait_until(lambda: workers["A"].first(f" rebuilt partition {shorter} ") is not None,
+               f"A rebuilt partition {shorter}", 60)
     assert workers["A"].first(f" rebuilt partition {longer} ") is None, "A is still rebuilding the longer log"
     workers["B"] = logged(tmp_path / "B", bootstrap, topics, group)
-    wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
+    wait_until(lambda: all(holds_partitions(w) for w in workers.values()), "the group split the partitions", 60)
     produce_files([then], bootstrap, topics, progress=False)
     everything = event_ids(first) | event_ids(then)
-    wait_until(lambda: everything <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"), 90,
-               "the group applied the input that followed")
+    wait_until(lambda: everything <= seen_event_ids(tmp_path / "A") | seen_event_ids(tmp_path / "B"),
+               "the group applied the input that followed", 90)
     summaries = {name: stop_logged(worker) for name, worker in workers.items()}
 
     assert sum(summary["events_read"] for summary in summaries.values()) == following, summaries
@@ -822,17 +814,17 @@ def test_a_worker_joining_and_leaving_mid_stream_loses_and_repeats_nothing(kafka
     workers: dict[str, LogPipe] = {}
     produce_files([parts[0]], bootstrap, topics, progress=False)
     workers["A"] = logged(tmp_path / "A", bootstrap, topics, group)
-    wait_until(lambda: applied_by_the_group(0), 60, "A applied the first part")
+    wait_until(lambda: applied_by_the_group(0), "A applied the first part", 60)
     workers["B"] = logged(tmp_path / "B", bootstrap, topics, group)
     produce_files([parts[1]], bootstrap, topics, progress=False)
-    wait_until(lambda: all(holds_partitions(w) for w in workers.values()), 60, "the group split the partitions")
-    wait_until(lambda: applied_by_the_group(1), 60, "the group applied the second part")
+    wait_until(lambda: all(holds_partitions(w) for w in workers.values()), "the group split the partitions", 60)
+    wait_until(lambda: applied_by_the_group(1), "the group applied the second part", 60)
     produce_files([parts[2]], bootstrap, topics, progress=False)
-    wait_until(lambda: applied_by_the_group(2), 60, "the two workers applied the third part")
+    wait_until(lambda: applied_by_the_group(2), "the two workers applied the third part", 60)
     produce_files([parts[3]], bootstrap, topics, progress=False)
     left = stop_logged(workers["B"])
     produce_files([parts[4]], bootstrap, topics, progress=False)
-    wait_until(lambda: set().union(*ids) <= seen_event_ids(tmp_path / "A"), 90, "A applied every part")
+    wait_until(lambda: set().union(*ids) <= seen_event_ids(tmp_path / "A"), "A applied every part", 90)
     stayed = stop_logged(workers["A"])
 
     read = {"A": stayed["events_read"], "B": left["events_read"]}
