@@ -6,7 +6,12 @@ quarter (docs/performance.md). ``pip install .`` builds them (it needs a C compi
 ``EDGELEDGER_COMPILE=0`` installs pure Python. In a checkout, ``./dev`` builds them in place and
 again whenever one of their sources changes (``stale_build``).
 
-    python -m processors.native      # which core this process runs, and whether a build is stale
+    python -c 'from processors.native import describe; print(describe())'   # which core runs
+    python processors/native.py stamp|folders   # for ./dev: what a build is made from, where it goes
+
+In a checkout, importing ``processors`` refuses extensions older than their sources
+(``refuse_stale_build``): every entry point, the CLI, a worker process, a test or a benchmark,
+fails with one line rather than run other code than the checkout's.
 """
 
 from __future__ import annotations
@@ -64,30 +69,51 @@ def stamp(root: Path = ROOT) -> str:
     return f"{sys.implementation.cache_tag} {sys.version.split()[0]} {digest.hexdigest()}"
 
 
+def folders() -> list[str]:
+    """Where the extensions go: beside each compiled source; the group's shared runtime is in ``processors``."""
+    return sorted({str(Path(path).parent) for path in COMPILED} | {"processors"})
+
+
 def stale_build(root: Path = ROOT) -> str | None:
     """Why the extensions in a checkout would run other code than its sources, or None. A checkout
     with no extension beside its sources runs pure Python and is never stale."""
-    built = sorted(str(path.relative_to(root)) for package in ("processors", "state", "streams/log")
-                   for path in (root / package).glob("*.so"))
+    built = sorted(str(path.relative_to(root)) for folder in folders() for path in (root / folder).glob("*.so"))
     if not built:
         return None
     try:
         recorded = (root / STAMP).read_text().strip()
     except OSError:
         return f"{len(built)} compiled extensions and no {STAMP} saying what they were built from"
-    if recorded != stamp(root):
+    current = stamp(root)
+    if recorded != current and not recorded.startswith(current + " "):  # ./dev adds the C compiler it used
         return "the compiled core was built from other sources (or another interpreter) than these"
     return None
 
 
+def refuse_stale_build(root: Path = ROOT) -> None:
+    """In a checkout (``setup.py`` beside the packages; an installed package has none), refuse to
+    import a compiled core built from other sources: it would run code the checkout no longer says."""
+    if not (root / "setup.py").is_file():
+        return
+    stale = stale_build(root)
+    if stale is not None:
+        raise ImportError(f"edgeledger: {stale}; rebuild it (./dev does, before every command) or delete "
+                          f"the *.so files in {', '.join(folders())}")
+
+
 def describe() -> str:
     compiled = compiled_modules()
-    core = "compiled" if len(compiled) == len(COMPILED) else (
-        "partly compiled" if compiled else "pure Python")
-    stale = stale_build() if (ROOT / "setup.py").exists() else None
-    return f"{core}: {len(compiled)} of {len(COMPILED)} core modules are C extensions" + (
-        f"; STALE: {stale}" if stale else "")
+    core = "compiled" if len(compiled) == len(COMPILED) else ("partly compiled" if compiled else "pure Python")
+    return f"{core}: {len(compiled)} of {len(COMPILED)} core modules are C extensions"
 
 
 if __name__ == "__main__":
-    print(describe())
+    # As a script (``python processors/native.py stamp``), ./dev reads these without importing the
+    # package, whose import refuses a stale build.
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    if command == "stamp":
+        print(stamp())
+    elif command == "folders":
+        print(" ".join(folders()))
+    else:
+        sys.exit("usage: python processors/native.py stamp|folders")
