@@ -67,3 +67,11 @@ def default_ontology_hint(path: Path | None) -> str:
 
 def emit(data: object) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def given_bootstrap(bootstrap: str, absent_means: str = "") -> str:
+    """A ``--bootstrap`` that names servers, stripped; an empty one is refused in one line, not
+    handed to librdkafka (``absent_means``: what leaving the option out does instead)."""
+    if not bootstrap.strip():
+        raise CliError(f"--bootstrap is empty: give host:port[,host:port...]{absent_means}")
+    return bootstrap.strip()

@@ -12,7 +12,7 @@ import typer
 from processors.batch import BATCH_EVENTS
 from schemas.slo import slo_or_default
 from streams.cli.load import load_into
-from streams.cli.options import CliError, OntologyFile, StateDir, emit, ontology_from
+from streams.cli.options import CliError, OntologyFile, StateDir, emit, given_bootstrap, ontology_from
 
 
 def load(
@@ -94,8 +94,7 @@ def serve(
     from streams.kafka.topics import TopicSettings
 
     if bootstrap is not None:
-        if not bootstrap.strip():
-            raise CliError("--bootstrap is empty: give host:port[,host:port...], or leave it out to not publish")
+        bootstrap = given_bootstrap(bootstrap, ", or leave it out to not publish")
         try:
             TopicSettings(prefix=topic_prefix)  # checks every topic name the prefix makes
         except ValueError as error:
@@ -105,7 +104,7 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         serve_http(state, host=host, port=port, slo=slos, ontology=ontology,
-                   bootstrap=bootstrap.strip() if bootstrap is not None else None, topic_prefix=topic_prefix,
+                   bootstrap=bootstrap, topic_prefix=topic_prefix,
                    max_cache_entries=cache_entries, memory_cache_entries=cache_memory_entries)
     except PublisherSetupError as error:
         raise CliError(f"--bootstrap: {error}") from None
@@ -125,7 +124,7 @@ def replica(
     from streams.log.replica import run_replica
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    emit({"log_records": run_replica(state, bootstrap, TopicSettings(prefix=topic_prefix),
+    emit({"log_records": run_replica(state, given_bootstrap(bootstrap), TopicSettings(prefix=topic_prefix),
                                       idle_exit_after=exit_when_idle, until_caught_up=exit_when_caught_up)})
 
 
@@ -140,8 +139,7 @@ def produce(
     from streams.kafka.produce import produce_files
     from streams.kafka.topics import TopicSettings, ensure_topics
 
-    if not bootstrap.strip():
-        raise CliError("--bootstrap is empty: give host:port[,host:port...]")
+    bootstrap = given_bootstrap(bootstrap)
     topics = TopicSettings(prefix=topic_prefix)
     ensure_topics(bootstrap, topics)
     sent = produce_files(files, bootstrap, topics, progress=not quiet)

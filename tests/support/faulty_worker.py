@@ -5,8 +5,8 @@ or to be paused (SIGSTOP) from outside; ``python -m tests.support.faulty_worker 
 --bootstrap B --group G --topic-prefix P --crash-after-commit 1`` runs one and prints its summary as
 `edgeledger run` does. Without a fault option it is the worker `edgeledger run` hosts, bare: no
 faust app, whose own group join holds every start and stop up by seconds on the embedded broker.
-``Crash`` raises ``Crashed`` instead, for a worker run in the test's own process (bytewax's way):
-nothing after the fault runs, and ``worker.run`` ends with the exception.
+A crash is always a process's end: raised in the test's own process instead, it would unwind through
+the worker's ``close``, which leaves the group and flushes, as kill -9 never does.
 """
 
 from __future__ import annotations
@@ -44,10 +44,6 @@ def through_first_marker(records: list[OutRecord]) -> list[OutRecord]:
         if record.topic == Topic.EDGE_VERSIONS and is_marker(record.value):
             return records[:index + 1]
     return records
-
-
-class Crashed(BaseException):
-    """A worker's fault struck (``Crash``): a BaseException, so that no handler of the worker's takes it."""
 
 
 @dataclass
@@ -123,14 +119,6 @@ class Crashes(Faults):
     def rebuild_record_replayed(self, partition: int) -> None:
         if self.rebuild_record_delay:
             time.sleep(self.rebuild_record_delay)
-
-
-@dataclass
-class Crash(Crashes):
-    """``Crashes`` for a worker in the test's own process: raises ``Crashed`` where that one exits."""
-
-    def crash(self) -> None:
-        raise Crashed(CRASH_EXIT_CODE)
 
 
 def fault_options(parser: argparse.ArgumentParser) -> None:

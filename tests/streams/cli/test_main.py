@@ -87,6 +87,7 @@ def test_history_and_corrections(state: Path) -> None:
         (["query", "owners-of", "--tenant", "acme", "--entity", "x", "--valid-at", "yesterday"], "--valid-at"),
         (["query", "best-friends", "--tenant", "acme", "--entity", "x"], "unknown query"),
         (["load", "/nonexistent.jsonl"], "no such file"),
+        (["replica", "--bootstrap", ""], "--bootstrap is empty"),
     ],
 )
 def test_errors_are_one_line_without_traceback(state: Path, args: list[str], message: str) -> None:
@@ -96,6 +97,14 @@ def test_errors_are_one_line_without_traceback(state: Path, args: list[str], mes
     assert done.returncode != 0
     assert message in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_produce_refuses_an_empty_bootstrap_in_one_line(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_text("")
+    done = edgeledger("produce", str(events), "--bootstrap", " ", check=False)
+    assert done.returncode == 2
+    assert done.stderr == "edgeledger: error: --bootstrap is empty: give host:port[,host:port...]\n"
 
 
 @pytest.mark.parametrize("command", [["query", "owners-of", "--entity", "x"], ["history", "--entity", "x"],

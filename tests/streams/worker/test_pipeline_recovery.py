@@ -13,23 +13,22 @@ import pytest
 import streams.log.replica
 from processors.heap import SettledHeap
 from streams.cli.load import load_into
-from streams.kafka.config import FAST_GROUP_OVERRIDES
 from streams.kafka.produce import produce_files
 from streams.kafka.topics import ensure_topics
-from streams.worker.loop import LedgerWorker, WorkerConfig
-from tests.support.faulty_worker import Crash, Crashed
+from streams.worker.loop import CRASH_EXIT_CODE
 from tests.support.generate import generate_events
 from tests.support.logpipe import LogPipe
 from tests.support.pipeline import (
     assert_exactly_once_effect,
     comparable_state,
     count_applied,
+    finish,
     fresh_topics,
     holds_partitions,
     start_worker,
 )
 from tests.support.wait import wait_until
-from tests.support.workers import input_ends, replicate, run_to_the_end, states_done, worker_done
+from tests.support.workers import input_ends, replicate, run_to_the_end, states_done
 
 pytestmark = pytest.mark.integration
 TENANTS = ("acme", "globex", "initech", "umbrella")
@@ -75,11 +74,11 @@ def test_crash_between_commit_and_send_resends_the_outbox(kafka_broker, stream, 
     ensure_topics(kafka_broker.bootstrap, topics)
     produce_files([events], kafka_broker.bootstrap, topics, progress=False)
     state = tmp_path / "state"
-    crashing = LedgerWorker(WorkerConfig(state, kafka_broker.bootstrap, "g-outbox", topics,
-                                         consumer_overrides=dict(FAST_GROUP_OVERRIDES)),
-                            faults=Crash(after_commit_of=3))
-    with pytest.raises(Crashed):  # in this process: the worker dies after committing its third batch
-        crashing.run(until=worker_done(crashing, input_ends(kafka_broker.bootstrap, topics)))
+    # In a process of its own, which dies after committing its third batch as from kill -9: nothing
+    # is closed, flushed or handed back to the group on the way out.
+    crashing = start_worker(state, kafka_broker.bootstrap, topics, "g-outbox", faults=["--crash-after-commit", "3"])
+    _, err = finish(crashing, 180)
+    assert crashing.returncode == CRASH_EXIT_CODE, err
     restarted = run_to_the_end(state, kafka_broker.bootstrap, topics, "g-outbox", faults=[], timeout=180)
     assert restarted.first("re-sending") is not None, restarted.tail()
     assert comparable_state(state) == comparable_state(expected)
