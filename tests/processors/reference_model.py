@@ -159,8 +159,8 @@ SnapshotRule = Literal["claims", "believed"]
 
 * ``claims`` (the spec): the edges R claims -- added by R's delta assertions, removed by R's delta
   retractions, replaced wholesale by R's previous snapshot -- that this snapshot does not assert;
-* ``believed`` (the README's rule, which the ledger follows): the edges of which some still-believed
-  piece has provenance R, that this snapshot does not assert.
+* ``believed`` (the rule docs/semantics.md states, which the ledger follows): the edges of which
+  some still-believed piece has provenance R, that this snapshot does not assert.
 
 Either way only the segments R explains are deleted: what another record restated since is its own.
 """

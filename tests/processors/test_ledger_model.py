@@ -101,7 +101,7 @@ INSTANTS = (
 )
 """Valid times and detection times: each instant with the spellings a source may use for it."""
 SNAPSHOT_RULE: SnapshotRule = "believed"
-"""The README's rule, which the ledger follows; see ``reference_model.SnapshotRule``."""
+"""The rule docs/semantics.md states, which the ledger follows; see ``reference_model.SnapshotRule``."""
 EARLY, LATE = -(1 << 62), 1 << 62
 """Known-at instants before and after every transaction time."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
