@@ -74,6 +74,13 @@ class EdgeVersion(NamedTuple):
                            self.supersedes, self.event_id, self.detected_at, self.phrase)
 
 
+EncodedVersion = tuple[EdgeVersion, bool, bool, bytes]
+"""A version a batch touched, in its final state, with (is_new, closed_now) and its stored encoding."""
+
+Epoch = tuple[int, int]
+"""A fence's (era, group generation) on a log partition; epochs compare as tuples."""
+
+
 def fields_of(model: object) -> dict[str, Any]:
     """A validated pydantic model's field values, by field name: pydantic keeps them in the model's
     ``__dict__``. Speed: one attribute read per model, where each read of a pydantic model's

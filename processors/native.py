@@ -31,6 +31,7 @@ COMPILED = (
     "processors/intervals.py",
     "processors/ledger.py",
     "processors/model.py",
+    "processors/outbox.py",
     "processors/pending.py",
     "processors/versioning.py",
     "processors/vocabulary.py",
@@ -40,7 +41,6 @@ COMPILED = (
     "state/pipeline_store.py",
     "state/reads.py",
     "state/store.py",
-    "streams/log/outbox.py",
     "streams/log/records.py",
 )
 """What one event's processing and commit run through, and what a worker's batch emits and a

@@ -1,4 +1,4 @@
-"""The records of the ``edge-versions`` log, one ``TypedDict`` per kind: what ``streams.log.outbox``
+"""The records of the ``edge-versions`` log, one ``TypedDict`` per kind: what ``processors.outbox``
 builds (as bytes, from templates: the hot path never builds these) and ``streams.log.records``
 reads back. A test validates what the builders emit against ``LOG_RECORD``
 (``pydantic.TypeAdapter(LOG_RECORD)``).
@@ -33,7 +33,7 @@ class EdgeVersionRecord(TypedDict):
     appended: bool
     closed: bool
     layout: Literal[1]
-    """``streams.log.outbox.VERSION_LAYOUT``: the order of ``version``."""
+    """``processors.outbox.VERSION_LAYOUT``: the order of ``version``."""
     version: StoredVersion
 
 

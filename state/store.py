@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from processors.model import Correction, EdgeVersion, SourceActivity, last_heard_tx
+from processors.model import Correction, EdgeVersion, EncodedVersion, SourceActivity, last_heard_tx
 from processors.pending import PendingLedger
 from state import codec
 from state.keys import encode_int, encode_int_desc, encode_str, pack
@@ -17,8 +17,6 @@ from state.reads import StoreReads
 NO_TRANSACTION: Final = -(1 << 62)
 """``last_tx`` of a store that has recorded nothing yet."""
 
-EncodedVersion = tuple[EdgeVersion, bool, bool, bytes]
-"""A version a batch touched, in its final state, with (is_new, closed_now) and its stored encoding."""
 LogRows = Callable[[list[EncodedVersion]], Sequence[tuple[bytes, bytes]]]
 """Given every version a batch touched, the rows that park what the batch must emit (a worker's
 outbox), written in the batch's own WriteBatch."""

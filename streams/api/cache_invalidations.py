@@ -26,8 +26,9 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from schemas.cache import CacheInvalidation
+from schemas.topics import Topic
 from streams.kafka.config import ADMIN_DEFAULTS, producer_config
-from streams.kafka.topics import Topic, TopicSettings, ensure_topics
+from streams.kafka.topics import TopicSettings, ensure_topics
 from streams.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)

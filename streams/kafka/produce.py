@@ -16,8 +16,9 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs; the compiled core type-checks what it imports
 
+from schemas.topics import Topic
 from streams.kafka.config import FAILURES_ONLY, producer_config
-from streams.kafka.topics import Topic, TopicSettings
+from streams.kafka.topics import TopicSettings
 
 TOPIC_FOR_KIND = {
     "change": Topic.SOURCE_CHANGES,

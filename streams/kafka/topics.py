@@ -4,40 +4,20 @@ from __future__ import annotations
 
 import logging
 import re
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from schemas.topics import Topic
 from streams.kafka.config import ADMIN_DEFAULTS, MAX_RECORD_BYTES
 
 log = logging.getLogger(__name__)
 
 SEVEN_DAYS_MS = 7 * 24 * 60 * 60 * 1000
 CLEANUP_POLICIES = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
-
-
-class Topic(StrEnum):
-    """Logical topic names; the physical name is ``TopicSettings.prefix + value``."""
-
-    SOURCE_CHANGES = "source-changes"
-    CORRECTIONS = "corrections"
-    ALIAS_COMMANDS = "alias-commands"
-    REVIEW_QUEUE = "review-queue"
-    EDGE_VERSIONS = "edge-versions"
-    EDGE_CORRECTIONS = "edge-corrections"
-    CACHE_INVALIDATIONS = "cache-invalidations"
-    TRACES = "traces"
-    REPLAY_RESULTS = "replay-results"
-    SOURCE_HEARTBEATS = "source-heartbeats"
-    SOURCE_STATUS = "source-status"
-    DEAD_LETTER = "dead-letter"
-    PARTITION_CLAIMS = "partition-claims"
-    """Internal: which ledger state took each input partition over last (``streams.worker.claims``)."""
 
 
 LOGICAL_TOPICS: tuple[str, ...] = tuple(t.value for t in Topic)
@@ -195,11 +175,4 @@ def ensure_topics(
         created.append(topic)
     log.info("created topics: %s", ", ".join(created) or "(none)")
     return sorted(created, key=[t.topic for t in missing].index)
-
-
-def tenant_partition(tenant: str, partitions: int) -> int:
-    """The partition of ``partitions`` that a record keyed by ``tenant`` lands on with librdkafka's
-    default partitioner (``consistent_random``: the key's CRC-32, modulo the partition count). The
-    worker's log records of a tenant go there, and so must every input record of the tenant."""
-    return zlib.crc32(tenant.encode()) % partitions
 

@@ -1,5 +1,5 @@
 """Reading the ``edge-versions`` log back: ``decode_logged_version`` and ``Replay``, which rebuilds
-ledger state from the records ``streams.log.outbox`` builds, one committed batch at a time (what a
+ledger state from the records ``processors.outbox`` builds, one committed batch at a time (what a
 worker that lost its disk, or a query replica, does). ``schemas.log_records`` describes the records.
 
 A record of a format this edgeledger does not write (an ``edge_version`` in another ``layout``, a
@@ -20,21 +20,18 @@ from processors.model import (
     DeadLetter,
     EdgeVersion,
     Entity,
+    Epoch,
     EventOutcome,
     Heartbeat,
     ReviewItem,
     Trace,
 )
+from processors.outbox import VERSION_LAYOUT
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
 from schemas.times import parse_micros
 from state import codec
-from streams.log.outbox import VERSION_LAYOUT, OutRecord, is_marker, outbox_for, parked_inputs
-from streams.worker.fences import Epoch, epoch_of
-
-__all__ = ["LogFormatError", "OutRecord", "Replay", "decode_logged_version", "is_marker", "outbox_for",
-           "parked_inputs"]
-"""``streams.worker`` takes the outbox's builders from here too."""
+from streams.worker.fences import epoch_of
 
 log = logging.getLogger(__name__)
 

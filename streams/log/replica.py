@@ -18,11 +18,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from processors.heap import SettledHeap
 from processors.pending import PendingLedger
+from schemas.topics import Topic
 from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
 from streams.kafka.config import consumer_config
-from streams.kafka.topics import Topic, TopicSettings
+from streams.kafka.topics import TopicSettings
 from streams.log.records import Replay
 
 log = logging.getLogger(__name__)

@@ -15,12 +15,14 @@ from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
+from processors.model import Epoch
+from processors.outbox import OutRecord, parked_inputs
+from schemas.topics import Topic
 from state.pipeline_store import GivenUp, PipelineStore
 from state.store import LedgerStore
-from streams.kafka.topics import Topic, TopicSettings
-from streams.log.records import OutRecord, parked_inputs
+from streams.kafka.topics import TopicSettings
 from streams.worker.claims import claim_partitions, latest_claims
-from streams.worker.fences import Epoch, Fencer, NotAMember
+from streams.worker.fences import Fencer, NotAMember
 from streams.worker.holdings import Holdings
 from streams.worker.rebuilding import Rebuilding
 

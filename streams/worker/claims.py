@@ -23,9 +23,10 @@ import uuid
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from schemas.topics import Topic
 from streams.kafka.config import consumer_config
 from streams.kafka.produce import deliver
-from streams.kafka.topics import Topic, TopicSettings
+from streams.kafka.topics import TopicSettings
 
 
 def claim_key(group: str, partition: int) -> str:

@@ -7,7 +7,7 @@ short or slows a rebuild (``tests.support.faulty_worker``). Production code read
 
 from __future__ import annotations
 
-from streams.log.records import OutRecord
+from processors.outbox import OutRecord
 
 
 class Faults:

@@ -33,12 +33,11 @@ from dataclasses import dataclass
 import orjson
 from confluent_kafka import Consumer, Producer
 
+from processors.model import Epoch
 from streams.kafka.produce import deliver
 
 log = logging.getLogger(__name__)
 
-Epoch = tuple[int, int]
-"""(era, group generation); epochs compare as tuples."""
 
 _GROUP_METADATA_MAGIC = b"CGMDv2:"
 _GENERATION = struct.Struct("=i")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING
 
-from streams.worker.fences import Epoch
+from processors.model import Epoch
 
 InputPosition = tuple[str, int]
 """(input topic, partition number)."""

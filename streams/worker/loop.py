@@ -37,19 +37,21 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from processors.heap import SettledHeap
 from processors.ledger import Misrouted
+from processors.model import EncodedVersion, Epoch
+from processors.outbox import OutRecord, is_marker, outbox_for
 from processors.pending import BatchCounts, PendingLedger
 from schemas.ontology import Ontology, default_ontology
+from schemas.topics import Topic, tenant_partition
 from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
-from state.store import EncodedVersion, LedgerStore
+from state.store import LedgerStore
 from streams.kafka.config import consumer_config
 from streams.kafka.produce import deliver, delivery_producer
-from streams.kafka.topics import INPUT_TOPICS, Topic, TopicSettings, tenant_partition
-from streams.log.records import OutRecord, is_marker, outbox_for
+from streams.kafka.topics import INPUT_TOPICS, TopicSettings
 from streams.processor import make_processor
 from streams.worker.assignment import Assignment
 from streams.worker.faults import NO_FAULTS, Faults
-from streams.worker.fences import Epoch, Fencer, group_generation
+from streams.worker.fences import Fencer, group_generation
 from streams.worker.holdings import Holdings, InputPosition
 from streams.worker.membership import Membership
 from streams.worker.rebuild import PartitionRebuild, Rebuilds

@@ -12,10 +12,11 @@ from collections.abc import Callable
 
 from processors.freshness import FreshnessMonitor
 from schemas.slo import SloConfig
+from schemas.topics import Topic
 from state.freshness_store import FreshnessStore
 from state.store import LedgerStore
 from streams.kafka.produce import deliver, delivery_producer
-from streams.kafka.topics import Topic, TopicSettings
+from streams.kafka.topics import TopicSettings
 from streams.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)

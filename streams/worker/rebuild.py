@@ -18,13 +18,14 @@ from typing import Generic, Protocol, TypeVar
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from processors.model import Epoch
 from processors.pending import PendingLedger
 from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
 from streams.kafka.config import consumer_config
 from streams.log.records import Replay
 from streams.worker.faults import NO_FAULTS, Faults
-from streams.worker.fences import Epoch, Fencer, NotAMember
+from streams.worker.fences import Fencer, NotAMember
 
 log = logging.getLogger(__name__)
 

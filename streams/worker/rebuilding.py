@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer
 
+from schemas.topics import Topic
 from state.pipeline_store import GivenUp, PipelineStore
 from state.store import LedgerStore
-from streams.kafka.topics import Topic, TopicSettings
+from streams.kafka.topics import TopicSettings
 from streams.worker.faults import Faults
 from streams.worker.fences import Fencer, NotAMember
 from streams.worker.holdings import Holdings

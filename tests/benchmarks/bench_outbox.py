@@ -30,7 +30,7 @@ def measure(events: int, entities: int) -> dict[str, float]:
     import time
 
     from processors.batch import BatchRunner
-    from streams.log.outbox import outbox_for
+    from processors.outbox import outbox_for
     from tests.support.generate import generate_events
     from tests.support.harness import Ledger
 

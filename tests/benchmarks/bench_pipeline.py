@@ -85,10 +85,11 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from schemas.times import parse_micros
+from schemas.topics import Topic
 from streams.kafka.broker import EmbeddedBroker
 from streams.kafka.config import CONSUMER_DEFAULTS, FAST_GROUP_OVERRIDES, PRODUCER_DEFAULTS, consumer_config
 from streams.kafka.produce import produce_lines
-from streams.kafka.topics import DEFAULT_PARTITIONS, Topic, TopicSettings, ensure_topics
+from streams.kafka.topics import DEFAULT_PARTITIONS, TopicSettings, ensure_topics
 from streams.worker.loop import WorkerConfig
 from tests.benchmarks.allocator import allocator_in_use
 from tests.benchmarks.interpreter import interpreter_in_use

@@ -38,8 +38,9 @@ from pathlib import Path
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from schemas.topics import Topic
 from streams.kafka.config import FAST_GROUP_OVERRIDES, consumer_config, producer_config
-from streams.kafka.topics import Topic, TopicSettings
+from streams.kafka.topics import TopicSettings
 from streams.log.records import decode_logged_version
 from tests.support.generate import generate_events
 from tests.support.logpipe import LogPipe

@@ -21,8 +21,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from streams.kafka.topics import Topic, TopicSettings
-from streams.log.records import OutRecord, is_marker
+from processors.outbox import OutRecord, is_marker
+from schemas.topics import Topic
+from streams.kafka.topics import TopicSettings
 from streams.worker.faults import Faults
 from streams.worker.loop import CRASH_EXIT_CODE, LedgerWorker, WorkerConfig
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import orjson
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from schemas.topics import Topic
 from state import codec
 from state.kv import RocksKV
 from streams.kafka.config import FAST_GROUP_OVERRIDES, consumer_config
-from streams.kafka.topics import Topic, TopicSettings
+from streams.kafka.topics import TopicSettings
 from streams.log.records import decode_logged_version
 from tests.support.logpipe import LogPipe
 

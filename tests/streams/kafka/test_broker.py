@@ -13,18 +13,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from schemas.topics import Topic, tenant_partition
 from streams.kafka import broker as broker_mod
 from streams.kafka.broker import BOOTSTRAP_ENV, BrokerStartError, EmbeddedBroker, resolve_bootstrap
 from streams.kafka.config import ADMIN_DEFAULTS, FAST_GROUP_OVERRIDES, consumer_config, producer_config
-from streams.kafka.topics import (
-    INPUT_TOPICS,
-    LOGICAL_TOPICS,
-    SEVEN_DAYS_MS,
-    Topic,
-    TopicSettings,
-    ensure_topics,
-    tenant_partition,
-)
+from streams.kafka.topics import INPUT_TOPICS, LOGICAL_TOPICS, SEVEN_DAYS_MS, TopicSettings, ensure_topics
 from tests.support.wait import wait_until
 
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp prints it (little-endian)

@@ -8,9 +8,10 @@ import uuid
 
 import pytest
 
+from schemas.topics import Topic
 from streams.kafka.broker import EmbeddedBroker
 from streams.kafka.produce import deliver, delivery_producer, route
-from streams.kafka.topics import Topic, TopicSettings, ensure_topics
+from streams.kafka.topics import TopicSettings, ensure_topics
 from tests.support.kafka import read_all
 
 

@@ -8,15 +8,7 @@ import orjson
 import pytest
 
 from processors.model import Correction, DeadLetter
-from processors.pending import PendingLedger
-from schemas.times import parse_micros
-from state.keys import pack
-from state.kv import MemoryKV
-from state.pipeline_store import PipelineStore
-from state.store import LedgerStore
-from streams.cli.demo import DEMO_EVENTS
-from streams.kafka.topics import tenant_partition
-from streams.log.outbox import (
+from processors.outbox import (
     ORIGINAL_KEPT,
     VERSION_LAYOUT,
     is_marker,
@@ -25,6 +17,14 @@ from streams.log.outbox import (
     version_head,
     version_record,
 )
+from processors.pending import PendingLedger
+from schemas.times import parse_micros
+from schemas.topics import tenant_partition
+from state.keys import pack
+from state.kv import MemoryKV
+from state.pipeline_store import PipelineStore
+from state.store import LedgerStore
+from streams.cli.demo import DEMO_EVENTS
 from streams.log.records import LogFormatError, Replay, decode_logged_version
 from streams.worker.fences import fence_record, next_epoch
 from tests.support.harness import Ledger
@@ -101,8 +101,8 @@ def test_a_correction_too_large_for_one_record_is_sent_in_parts() -> None:
     import orjson
 
     from processors.model import Correction
+    from processors.outbox import CORRECTION_IDS_PER_RECORD, correction_records
     from streams.kafka.config import MAX_RECORD_BYTES
-    from streams.log.outbox import CORRECTION_IDS_PER_RECORD, correction_records
 
     old = tuple(f"e{n:016x}" for n in range(CORRECTION_IDS_PER_RECORD * 2 + 5))
     new = tuple(f"e{n:016x}" for n in range(10**6, 10**6 + 7))
@@ -196,7 +196,7 @@ def test_replaying_the_log_rebuilds_corrections_reviews_dead_letters_traces_hear
 
 
 def test_a_correction_split_into_parts_is_replayed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    import streams.log.outbox as ledger_log
+    import processors.outbox as ledger_log
     import streams.log.records as log_reader
 
     monkeypatch.setattr(ledger_log, "CORRECTION_IDS_PER_RECORD", 2)
@@ -559,7 +559,7 @@ def test_every_record_the_builders_emit_is_of_its_kinds_model() -> None:
 
 
 def _pending_with_a_large_correction() -> PendingLedger:
-    from streams.log.outbox import CORRECTION_IDS_PER_RECORD
+    from processors.outbox import CORRECTION_IDS_PER_RECORD
 
     pending = PendingLedger(LedgerStore(MemoryKV()))
     many = tuple(f"e{i}" for i in range(CORRECTION_IDS_PER_RECORD + 1))

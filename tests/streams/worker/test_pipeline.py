@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from schemas.topics import Topic, tenant_partition
 from streams.cli.demo import DEMO_EVENTS
 from streams.cli.load import load_into
 from streams.kafka.config import FAST_GROUP_OVERRIDES
 from streams.kafka.produce import deliver, delivery_producer, produce_files
-from streams.kafka.topics import Topic, TopicSettings, ensure_topics, tenant_partition
+from streams.kafka.topics import TopicSettings, ensure_topics
 from streams.worker.loop import LedgerWorker, WorkerConfig
 from tests.support.pipeline import comparable_state, fresh_topics, read_topic
 from tests.support.workers import input_ends, run_to_the_end, worker_done
@@ -159,9 +160,9 @@ def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(own_broker, 
     """An event that fits in a record can still make a dead letter that does not: its original text,
     JSON-escaped inside the dead letter, grows. The worker must dead-letter it and go on, not refuse the
     record and die at every restart; the full text stays in the ledger's state."""
+    from processors.outbox import ORIGINAL_KEPT
     from state.open import reading
     from streams.kafka.config import MAX_RECORD_BYTES
-    from streams.log.outbox import ORIGINAL_KEPT
 
     topics = fresh_topics()
     ensure_topics(own_broker.bootstrap, topics)

@@ -28,6 +28,7 @@ from processors.freshness import stale_sources_for_queries
 from processors.queries import QueryEngine, QueryRequest
 from schemas.ontology import default_ontology
 from schemas.slo import default_slo
+from schemas.topics import Topic, tenant_partition
 from state import codec
 from state.keys import unpack
 from state.kv import RocksKV
@@ -37,7 +38,7 @@ from streams.cli.load import load_into
 from streams.kafka.broker import EmbeddedBroker
 from streams.kafka.config import FAST_GROUP_OVERRIDES
 from streams.kafka.produce import produce_files
-from streams.kafka.topics import Topic, TopicSettings, ensure_topics, tenant_partition
+from streams.kafka.topics import TopicSettings, ensure_topics
 from streams.processor import wall_clock_micros
 from streams.worker.loop import CRASH_EXIT_CODE, LedgerWorker, WorkerConfig
 from tests.support.generate import generate_events

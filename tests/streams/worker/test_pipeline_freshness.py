@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from schemas.topics import Topic
 from streams.kafka.config import FAST_GROUP_OVERRIDES
 from streams.kafka.produce import produce_lines
-from streams.kafka.topics import Topic, ensure_topics
+from streams.kafka.topics import ensure_topics
 from tests.support.pipeline import fresh_topics, read_topic
 
 pytestmark = pytest.mark.integration

@@ -33,12 +33,10 @@ from typing import NamedTuple
 
 import orjson
 
-from processors.model import Correction, DeadLetter, EdgeVersion
+from processors.model import Correction, DeadLetter, EdgeVersion, EncodedVersion, Epoch
 from processors.pending import PendingLedger
 from schemas.times import format_micros
-from state.store import EncodedVersion
-from streams.kafka.topics import Topic, tenant_partition
-from streams.worker.fences import Epoch
+from schemas.topics import Topic, tenant_partition
 
 
 class OutRecord(NamedTuple):
