@@ -1,60 +1,59 @@
-"""Reading a topic to its end, for tests: a probe record appended to each partition marks the end.
+"""Reading topics to their end, for tests: until every partition reports its end (a partition-EOF event).
 
 Waiting until nothing arrives for a while costs that while on every read and still guesses; the
 embedded broker's high watermark cannot bound the read either (it counts produced record batches,
-not records, so a read up to it stops early). A probe is a record like any other: once a reader
-from the beginning has reached the probe on every partition, it has read every record written to
-that partition before the probe was, whatever the broker counts.
+not records, so a read up to it stops early). The end a fetch reports does not count short: once a
+reader from the beginning has had every partition's EOF event, it has read every record delivered
+to the topic before the read began.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from streams.kafka.config import consumer_config, producer_config
+from streams.kafka.config import consumer_config
 
-PROBE_KEY = b"\x00edgeledger-test-probe"
-"""The key of every probe record; ``read_to_end`` leaves them out (earlier reads' probes too)."""
+Position = tuple[str, int]
+"""(topic, partition)."""
 
 
-def read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, list[Message]]:
-    """Every record of each partition of ``topic`` (probes left out), in partition order: up to the probe
-    this call appends to that partition, so everything delivered before the call is in."""
-    probe = uuid.uuid4().hex.encode()
-    consumer = Consumer(consumer_config(bootstrap, f"test-reader-{uuid.uuid4().hex[:8]}"))
+def read_to_eof(bootstrap: str, topics: Iterable[str],
+                timeout: float = 60.0) -> tuple[dict[Position, list[Message]], dict[Position, int]]:
+    """Every record of every partition of ``topics``, in each partition's order, and each partition's
+    end offset (the next record's), read from the beginning until every partition reported its end."""
+    consumer = Consumer(consumer_config(bootstrap, f"test-reader-{uuid.uuid4().hex[:8]}",
+                                        **{"enable.partition.eof": True}))
     try:
-        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        failures: list[KafkaError] = []
-        producer = Producer(producer_config(bootstrap))
-        for partition in partitions:
-            producer.produce(topic, key=PROBE_KEY, value=probe, partition=partition,
-                             on_delivery=lambda error, _message: failures.append(error) if error else None)
-        assert producer.flush(timeout) == 0 and not failures, f"probes to {topic} not delivered: {failures}"
-
-        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING) for partition in partitions])
-        found: dict[int, list[Message]] = {partition: [] for partition in partitions}
-        unread = set(partitions)
+        unread = {(topic, partition) for topic in topics
+                  for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
+        consumer.assign([TopicPartition(topic, partition, 0) for topic, partition in unread])
+        records: dict[Position, list[Message]] = {position: [] for position in unread}
+        ends: dict[Position, int] = {}
         deadline = time.monotonic() + timeout
         while unread:
-            assert time.monotonic() < deadline, f"{topic}: no probe read back from partitions {sorted(unread)}"
+            assert time.monotonic() < deadline, f"partitions {sorted(unread)} never reported their end"
             message = consumer.poll(0.2)
             if message is None:
                 continue
-            assert message.error() is None, message.error()
-            partition = message.partition()
-            if message.key() == PROBE_KEY:
-                if message.value() == probe:
-                    unread.discard(partition)
-            elif partition in unread:
-                found[partition].append(message)
-        return found
+            position = (message.topic(), message.partition())
+            error = message.error()
+            if error is None:
+                records[position].append(message)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                ends[position] = message.offset()
+                unread.discard(position)
+            else:
+                raise AssertionError(f"reading {position}: {error}")
+        return records, ends
     finally:
         consumer.close()
 
 
-def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Message]:
-    """``read_to_end``'s records, partition after partition."""
-    return [message for messages in read_to_end(bootstrap, topic, timeout).values() for message in messages]
+def read_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Message]:
+    """Every record of ``topic``, partition after partition."""
+    records, _ = read_to_eof(bootstrap, [topic], timeout)
+    return [message for position in sorted(records) for message in records[position]]

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from schemas.topics import Topic
 from state import codec
 from state.kv import RocksKV
-from streams.kafka.config import FAST_GROUP_OVERRIDES, consumer_config
+from streams.kafka.config import FAST_GROUP_OVERRIDES
 from streams.kafka.topics import TopicSettings
 from streams.log.records import decode_logged_version
+from tests.support.kafka import read_to_eof
 from tests.support.logpipe import LogPipe
 
 
@@ -38,30 +37,10 @@ def read_topic(bootstrap: str, topic: str) -> list[dict]:
 
 
 def read_partitions(bootstrap: str, topic: str, timeout: float = 60) -> dict[int, list[dict]]:
-    """``read_topic``, each partition's records apart, in their order there: read until every partition
-    has reported its end (a partition-EOF event; the embedded broker's high watermark counts short,
-    the end its fetches report does not)."""
-    consumer = Consumer(consumer_config(bootstrap, f"reader-{uuid.uuid4().hex[:6]}",
-                                        **{"enable.partition.eof": True}))
-    try:
-        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-        consumer.assign([TopicPartition(topic, partition, 0) for partition in metadata.partitions])
-        records: dict[int, list[dict]] = {partition: [] for partition in metadata.partitions}
-        unread = set(metadata.partitions)
-        deadline = time.monotonic() + timeout
-        while unread:
-            assert time.monotonic() < deadline, f"{topic}: partitions {sorted(unread)} never reported their end"
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            error = message.error()
-            if error is None:
-                records[message.partition()].append(orjson.loads(message.value()))
-            elif error.code() == KafkaError._PARTITION_EOF:
-                unread.discard(message.partition())
-        return records
-    finally:
-        consumer.close()
+    """``read_topic``, each partition's records apart, in their order there."""
+    records, _ = read_to_eof(bootstrap, [topic], timeout)
+    return {partition: [orjson.loads(message.value()) for message in messages]
+            for (_, partition), messages in records.items()}
 
 
 def batch_records(bootstrap: str, topics: TopicSettings) -> list[dict]:

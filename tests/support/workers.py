@@ -11,48 +11,23 @@ topic: a probe on ``edge-versions`` would be a record no reader of the log can p
 from __future__ import annotations
 
 import threading
-import time
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-
 from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
-from streams.kafka.config import consumer_config
 from streams.kafka.topics import INPUT_TOPICS, TopicSettings
 from streams.log.replica import run_replica
 from streams.worker.loop import LedgerWorker
+from tests.support.kafka import Position, read_to_eof
 from tests.support.logpipe import LogPipe
 from tests.support.pipeline import holds_partitions, start_worker
 from tests.support.wait import wait_until
 
-Position = tuple[str, int]
-"""(topic, partition)."""
-
 
 def ends_of(bootstrap: str, topics: Iterable[str], timeout: float = 60.0) -> dict[Position, int]:
-    """The end offset (the next record's offset) of every partition of ``topics`` now: where the
-    partition's EOF event comes, read from the beginning (the embedded broker's high watermark can
-    count short; the end its fetches report does not)."""
-    consumer = Consumer(consumer_config(bootstrap, f"ends-{uuid.uuid4().hex[:8]}", **{"enable.partition.eof": True}))
-    try:
-        unread = {(topic, partition) for topic in topics
-                  for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
-        consumer.assign([TopicPartition(topic, partition, 0) for topic, partition in unread])
-        ends: dict[Position, int] = {}
-        deadline = time.monotonic() + timeout
-        while unread:
-            assert time.monotonic() < deadline, f"partitions {sorted(unread)} never reported their end"
-            message = consumer.poll(0.2)
-            error = message.error() if message is not None else None
-            if message is not None and error is not None and error.code() == KafkaError._PARTITION_EOF:
-                ends[(message.topic(), message.partition())] = message.offset()
-                unread.discard((message.topic(), message.partition()))
-        return ends
-    finally:
-        consumer.close()
+    """The end offset (the next record's offset) of every partition of ``topics`` now."""
+    return read_to_eof(bootstrap, topics, timeout)[1]
 
 
 def input_ends(bootstrap: str, topics: TopicSettings) -> dict[Position, int]:
