@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import uvicorn
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -254,6 +254,16 @@ def _error(status: int, detail: str, errors: list[dict[str, Any]] = ()) -> JSONR
     return JSONResponse(status_code=status, content=ErrorOut(detail=detail, errors=list(errors)).model_dump())
 
 
+def _single_valued(request: Request) -> None:
+    """A query parameter given twice (``entity=a&entity=b``) is refused: answering for one of them
+    would answer a question the caller did not ask."""
+    seen: set[str] = set()
+    for key, _ in request.query_params.multi_items():
+        if key in seen:
+            raise InvalidQuery(f"{key}: given more than once; give each parameter once")
+        seen.add(key)
+
+
 def _describe_validation(error: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
     items = []
     for item in error.errors():
@@ -324,6 +334,7 @@ def create_app(
                     "QueryResult JSON: distinct answers, the paths that reach them as edge ids, every edge with "
                     "both intervals and its evidence, counts, truncation and coverage.",
         lifespan=lifespan,
+        dependencies=[Depends(_single_valued)],
     )
     app.state.service = service
 

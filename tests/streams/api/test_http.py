@@ -157,6 +157,13 @@ def test_bad_requests_get_422_with_a_reason(client: TestClient, path: str, param
     assert says in response.json()["detail"]
 
 
+@pytest.mark.parametrize("path", ["owners-of", "history"])
+def test_a_parameter_given_twice_is_refused_not_answered_for_the_last(client: TestClient, path: str) -> None:
+    response = client.get(f"{BASE}/{path}", params=[("entity", "Service:cmdb:S1"), ("entity", CONNECTOR)])
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == "entity: given more than once; give each parameter once"
+
+
 def test_a_tenant_is_always_required_and_checked(client: TestClient) -> None:
     assert client.get("/v1/tenants//owners-of", params={"entity": CONNECTOR}).status_code == 404
     assert client.get("/v1/tenants/a%20b/owners-of", params={"entity": CONNECTOR}).status_code == 422
