@@ -8,6 +8,7 @@ Nothing is lost, and ``BatchCounts.balanced()`` proves it.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,8 +21,12 @@ from processors.model import DeadLetter, EventOutcome, Outcome, ReviewItem, fiel
 from processors.pending import PendingLedger
 from processors.versioning import derive_id
 from processors.vocabulary import Vocabulary
+from schemas.bounds import TENANT_PATTERN
 from schemas.events import ClockEvent, LedgerEvent, validate_event, validate_event_json
 from schemas.ontology import Ontology
+
+_NAMEABLE_TENANT = re.compile(TENANT_PATTERN)
+"""A tenant a read can name (``--tenant``, the HTTP path): the events' own rule."""
 
 Misrouted = Callable[[str], str | None]
 """Given an event's tenant: why it may not be applied where it arrived (a pipeline's routing rule), or None."""
@@ -197,7 +202,8 @@ class LedgerProcessor:
                 stage=stage,  # type: ignore[arg-type]
                 reason=reason,
                 original=text,
-                tenant=tenant if isinstance(tenant, str) else None,
+                # A tenant no read can name is none: the letter is listed as untenanted, not lost.
+                tenant=tenant if isinstance(tenant, str) and _NAMEABLE_TENANT.match(tenant) else None,
                 event_id=event_id if isinstance(event_id, str) else None,
                 original_base64=original_base64,
             )

@@ -95,6 +95,17 @@ def test_each_kind_of_bad_input_is_dead_lettered_with_its_reason(case: str) -> N
     assert ledger.counts.balanced()
 
 
+@pytest.mark.parametrize("tenant", ["../../etc", "acme\u0000", "acme corp/eu", "a" * 129, ""])
+def test_an_event_naming_no_valid_tenant_is_dead_lettered_as_untenanted(tenant: str) -> None:
+    """Filed under a name no read can give (``--tenant`` takes only valid ones), it would be lost to
+    every listing: ``dead-letters --untenanted`` is where an operator finds it."""
+    ledger = Ledger()
+    line = variant(tenant=tenant)
+    ledger.send(line)
+    (letter,) = ledger.store.dead_letters()
+    assert (letter.stage, letter.tenant, letter.original) == ("validate", None, line)
+
+
 def test_bytes_that_are_not_utf8_are_dead_lettered_with_the_bytes_themselves() -> None:
     raw = b'{"kind": "change", "event_id": "x\xff\xfe", "tenant": "acme"}'
     ledger = Ledger()
