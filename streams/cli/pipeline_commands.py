@@ -43,7 +43,10 @@ def run(
     consumer_option: Annotated[list[str] | None, typer.Option(
         "--consumer-option", help="librdkafka consumer setting KEY=VALUE (repeatable).")] = None,
     metrics_port: Annotated[int, typer.Option(
-        "--metrics-port", min=0, help="Serve /metrics on 127.0.0.1:PORT (0: off; worker N uses PORT+N).")] = 9108,
+        "--metrics-port", min=0, help="Serve /metrics on PORT (0: off; worker N uses PORT+N).")] = 9108,
+    metrics_host: Annotated[str, typer.Option(
+        "--metrics-host", help="Interface /metrics listens on: 0.0.0.0 where Prometheus scrapes from another "
+                               "host or container.")] = "127.0.0.1",
     slo: Annotated[Path | None, typer.Option("--slo", help="Source SLO file (default: the bundled one).")] = None,
     freshness_interval: Annotated[float, typer.Option(
         "--freshness-interval", min=0.1, help="Seconds between freshness checks.")] = 5.0,
@@ -61,7 +64,7 @@ def run(
         overrides[key.strip()] = value.strip()
 
     totals = run_pipeline(state, bootstrap, workers, group, topic_prefix, exit_when_idle,
-                          consumer_overrides=overrides, metrics_port=metrics_port,
+                          consumer_overrides=overrides, metrics_port=metrics_port, metrics_host=metrics_host,
                           slo_path=slo, freshness_interval=freshness_interval, ontology_path=ontology)
     if totals is not None:
         summary = dict(asdict(totals))

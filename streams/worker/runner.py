@@ -27,7 +27,7 @@ def run_pipeline(state: Path, bootstrap: str | None, workers: int = 1, group_id:
                  prefix: str = "edgeledger.", idle_exit_after: float | None = None,
                  observers: list[CommitObserver] | None = None,
                  consumer_overrides: dict[str, str | int] | None = None, metrics_port: int = 9108,
-                 slo_path: Path | None = None, freshness_interval: float = 5.0,
+                 metrics_host: str = "127.0.0.1", slo_path: Path | None = None, freshness_interval: float = 5.0,
                  ontology_path: Path | None = None) -> BatchCounts | None:
     """Run ``workers`` ledger workers in one consumer group until interrupted (or idle, for backfills).
     ``slo_path`` and ``ontology_path`` replace the bundled files, in every worker process."""
@@ -49,10 +49,10 @@ def run_pipeline(state: Path, bootstrap: str | None, workers: int = 1, group_id:
         if workers == 1:
             config = WorkerConfig(state, address, group_id, topics, consumer_overrides=overrides)
             return run_monitored_worker(config, idle_exit_after, observers, metrics_port, slo, freshness_interval,
-                                        ontology)
+                                        ontology, metrics_host)
         run_worker_processes(state, address, workers, group_id, prefix, idle_exit_after, overrides, metrics_port,
                              [*_file_option("--slo", slo_path), *_file_option("--ontology", ontology_path),
-                              "--freshness-interval", str(freshness_interval)])
+                              "--freshness-interval", str(freshness_interval), "--metrics-host", metrics_host])
         return None
     finally:
         if broker is not None:
@@ -62,12 +62,13 @@ def run_pipeline(state: Path, bootstrap: str | None, workers: int = 1, group_id:
 def run_monitored_worker(config: WorkerConfig, idle_exit_after: float | None,
                          observers: list[CommitObserver] | None, metrics_port: int,
                          slo: SloConfig | None, freshness_interval: float = 5.0,
-                         ontology: Ontology | None = None) -> BatchCounts:
-    """A worker with its metrics observer, ``/metrics`` on ``metrics_port`` (0: none) and the freshness timer."""
+                         ontology: Ontology | None = None, metrics_host: str = "127.0.0.1") -> BatchCounts:
+    """A worker with its metrics observer, ``/metrics`` on ``metrics_host:metrics_port`` (port 0: none) and the
+    freshness timer."""
     slo = slo or default_slo()
     metrics = LedgerMetrics()
     metrics.set_slo(slo)
-    server = serve_metrics(metrics.registry, metrics_port, "127.0.0.1")[0] if metrics_port else None
+    server = serve_metrics(metrics.registry, metrics_port, metrics_host)[0] if metrics_port else None
     worker = LedgerWorker(config, ontology, observers=[metrics.observe_commit, *(observers or [])],
                           on_consumer_lag=metrics.set_consumer_lag, on_rebuild=metrics.observe_rebuild)
     ticker = FreshnessTicker(worker.store, slo, metrics, config.bootstrap, config.topics, wall_clock_micros)

@@ -47,11 +47,35 @@ def test_every_command_is_a_real_cli_command_with_the_default_prefix() -> None:
             assert command[command.index("--topic-prefix") + 1] == TopicSettings().prefix
 
 
-def test_scrape_ports_match_prometheus_config() -> None:
+def scrape_targets() -> dict[str, set[str]]:
+    """Per edgeledger job of prometheus.yml, its targets as host:port (DNS-discovered ones by name)."""
     prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
-    targets = {t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
-    ports = {t.rsplit(":", 1)[1] for t in targets}
+    jobs: dict[str, set[str]] = {}
+    for job in prometheus["scrape_configs"]:
+        targets = {t for c in job.get("static_configs", []) for t in c["targets"]}
+        targets |= {f"{name}:{c['port']}" for c in job.get("dns_sd_configs", []) for name in c["names"]}
+        jobs[job["job_name"]] = targets
+    return {name: targets for name, targets in jobs.items() if name.startswith("edgeledger-")}
+
+
+def test_scrape_ports_match_prometheus_config() -> None:
+    ports = {t.rsplit(":", 1)[1] for targets in scrape_targets().values() for t in targets}
     workloads = [doc for doc in documents(DEPLOY / "k8s" / "edgeledger.yaml")
                  if doc["kind"] in ("StatefulSet", "Deployment")]
     annotations = [doc["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] for doc in workloads]
     assert set(annotations) <= ports
+
+
+
+def test_prometheus_reaches_the_workers_and_the_api_by_their_compose_service_names() -> None:
+    """Workers listen for scrapes beyond their own container, and prometheus.yml names the services
+    compose runs, not localhost (which, inside Prometheus's container, is Prometheus)."""
+    compose = documents(DEPLOY / "compose.yaml")[0]["services"]
+    for command in edgeledger_commands():
+        if command[1] == "run":
+            assert command[command.index("--metrics-host") + 1] == "0.0.0.0", command
+    for job, targets in scrape_targets().items():
+        hosts = {target.rsplit(":", 1)[0] for target in targets}
+        assert hosts and hosts <= set(compose), (job, hosts)
+    serve = compose["query-api"]["command"]
+    assert f"query-api:{serve[serve.index('--port') + 1]}" in scrape_targets()["edgeledger-serve"]

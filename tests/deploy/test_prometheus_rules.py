@@ -197,7 +197,9 @@ def test_scrape_config_targets() -> None:
     config = yaml.safe_load(PROM_CONFIG.read_text())
     assert "rules.yml" in config["rule_files"]
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    targets = {name: [t for sc in job.get("static_configs", []) for t in sc["targets"]] for name, job in jobs.items()}
+    targets = {name: [t for sc in job.get("static_configs", []) for t in sc["targets"]]
+               + [f"{host}:{sd['port']}" for sd in job.get("dns_sd_configs", []) for host in sd["names"]]
+               for name, job in jobs.items()}
     assert any(t.endswith(":8080") for t in targets["edgeledger-serve"])
     assert jobs["edgeledger-serve"].get("metrics_path", "/metrics") == "/metrics"
     assert any(t.endswith(":9108") for t in targets["edgeledger-run"])
