@@ -48,8 +48,9 @@ class Holdings:
         return applied + 1 if applied is not None else OFFSET_BEGINNING
 
     def forget(self) -> None:
-        """The local state is discarded: nothing of it was applied, parked, sent or fenced."""
-        self.applied_offsets = {}
+        """The local state is discarded: nothing of it was applied, parked, sent or fenced. Emptied in
+        place, so that no collaborator can keep reading a copy of what was discarded."""
+        self.applied_offsets.clear()
         self.parked = []
-        self.fences = {}
-        self.last_sent = {}
+        self.fences.clear()
+        self.last_sent.clear()
