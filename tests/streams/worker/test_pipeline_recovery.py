@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import streams.log.replica
 from processors.heap import SettledHeap
 from streams.cli.load import load_into
 from streams.kafka.produce import produce_files
-from streams.kafka.topics import ensure_topics
+from streams.kafka.topics import TopicSettings, ensure_topics
 from streams.worker.loop import CRASH_EXIT_CODE
 from tests.support.generate import generate_events
 from tests.support.logpipe import LogPipe
@@ -46,18 +45,21 @@ def stream(tmp_path_factory) -> tuple[Path, Path]:
     return events, folder / "expected"
 
 
+def produced_on_fresh_topics(bootstrap: str, events: Path) -> TopicSettings:
+    """Topics of their own for one test, with ``events`` produced to them."""
+    topics = fresh_topics()
+    ensure_topics(bootstrap, topics)
+    produce_files([events], bootstrap, topics, progress=False)
+    return topics
+
+
 def test_kill_minus_nine_mid_stream_then_restart(kafka_broker, stream, tmp_path: Path) -> None:
     events, expected = stream
-    topics = fresh_topics()
-    ensure_topics(kafka_broker.bootstrap, topics)
-    produce_files([events], kafka_broker.bootstrap, topics, progress=False)
+    topics = produced_on_fresh_topics(kafka_broker.bootstrap, events)
     state = tmp_path / "state"
     worker = start_worker(state, kafka_broker.bootstrap, topics, "g-kill", faults=[])
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        if (state / "CURRENT").exists() and count_applied(state) >= 3000:
-            break
+    wait_until(lambda: (state / "CURRENT").exists() and count_applied(state) >= 3000,
+               "the worker applied 3,000 events", 90)
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait(10)
     partial = count_applied(state)
@@ -70,9 +72,7 @@ def test_kill_minus_nine_mid_stream_then_restart(kafka_broker, stream, tmp_path:
 
 def test_crash_between_commit_and_send_resends_the_outbox(kafka_broker, stream, tmp_path: Path) -> None:
     events, expected = stream
-    topics = fresh_topics()
-    ensure_topics(kafka_broker.bootstrap, topics)
-    produce_files([events], kafka_broker.bootstrap, topics, progress=False)
+    topics = produced_on_fresh_topics(kafka_broker.bootstrap, events)
     state = tmp_path / "state"
     # In a process of its own, which dies after committing its third batch as from kill -9: nothing
     # is closed, flushed or handed back to the group on the way out.
