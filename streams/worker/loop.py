@@ -380,8 +380,3 @@ class LedgerWorker:
 
     def _abandon_rebuilds(self) -> None:
         self.rebuilding.abandon()
-
-    def _rebuild_partition(self, partition: int, quiet_for: float = 1.0, stalled_after: float = 120.0) -> None:
-        """Rebuild one partition to the end at once, outside the loop (``Rebuilding.rebuild_partition``):
-        for tests and benchmarks that replay a log into a worker's state directly."""
-        self.rebuilding.rebuild_partition(partition, quiet_for, stalled_after)

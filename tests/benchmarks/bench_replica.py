@@ -8,7 +8,7 @@ per round and tree, each into a fresh state directory:
 
 - *replica*: ``edgeledger replica --exit-when-idle 2`` replays the whole log;
 - *rebuild*: a second bare worker in the same group, whose empty state is behind the group's offsets,
-  rebuilds every partition from the log (``LedgerWorker._rebuild_partition``), finds no new input
+  rebuilds every partition from the log (``Rebuilding.rebuild_partition``), finds no new input
   and exits when idle.
 
 With ``--trees``, each runs from that source tree (its own ``streams``, ``state`` and compiled core,

@@ -537,13 +537,13 @@ def test_a_rebuild_reads_to_the_end_of_the_log_however_long_the_broker_is_silent
     produce_files([events], bootstrap, topics, progress=False)
     run_through(tmp_path / "worker", bootstrap, topics, "g-silent")
 
-    rebuilding = LedgerWorker(WorkerConfig(tmp_path / "rebuilt", bootstrap, "g-silent-rebuild", topics))
+    replaying = LedgerWorker(WorkerConfig(tmp_path / "rebuilt", bootstrap, "g-silent-rebuild", topics))
     try:
         for partition in range(topics.partitions_for(Topic.EDGE_VERSIONS)):
-            rebuilding._rebuild_partition(partition, quiet_for=0.0001)
-        offsets = rebuilding.applied_offsets
+            replaying.rebuilding.rebuild_partition(partition, quiet_for=0.0001)
+        offsets = replaying.applied_offsets
     finally:
-        rebuilding.close()
+        replaying.close()
     assert comparable_state(tmp_path / "rebuilt") == comparable_state(tmp_path / "worker")
     assert offsets == PipelineStore(RocksKV(tmp_path / "worker", read_only=True)).input_offsets()
 
@@ -563,19 +563,19 @@ def test_a_partition_given_up_where_the_log_is_not_as_left_is_rebuilt_from_the_b
     log_topic = topics.name(Topic.EDGE_VERSIONS)
 
     partitions = range(topics.partitions_for(Topic.EDGE_VERSIONS))
-    rebuilding = LedgerWorker(WorkerConfig(tmp_path / "rebuilt", bootstrap, "g-given-up-rebuild", topics))
+    replaying = LedgerWorker(WorkerConfig(tmp_path / "rebuilt", bootstrap, "g-given-up-rebuild", topics))
     try:
         if given_up == "past the log's end":
-            rebuilding.bookkeeping.give_up({partition: (10**9, "w-1-0/partition-0") for partition in partitions})
+            replaying.bookkeeping.give_up({partition: (10**9, "w-1-0/partition-0") for partition in partitions})
         else:
             extents = {partition: log_extent(bootstrap, log_topic, partition) for partition in partitions}
             assert any(count > 10 for _, count in extents.values()), "logs that went on past their first record"
-            rebuilding.bookkeeping.give_up({partition: (count, first or "")
+            replaying.bookkeeping.give_up({partition: (count, first or "")
                                             for partition, (first, count) in extents.items()})
         for partition in partitions:
-            rebuilding._rebuild_partition(partition)
+            replaying.rebuilding.rebuild_partition(partition)
     finally:
-        rebuilding.close()
+        replaying.close()
     assert comparable_state(tmp_path / "rebuilt") == comparable_state(tmp_path / "worker")
 
 
