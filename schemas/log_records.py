@@ -213,9 +213,24 @@ class ProbeRecord(TypedDict):
     record_id: str
 
 
+@with_config(_EXACT)
+class InputResetRecord(TypedDict):
+    """Input offsets a reader forgets: the topics were made anew (``streams.worker.positions``)."""
+
+    kind: Literal["input_reset"]
+    record_id: str
+    partition: int
+    inputs: list[tuple[str, int]]
+    """(topic, partition) of each input whose offsets restart."""
+    epoch: tuple[int, int] | None
+    """The epoch of its writer's fence on the partition."""
+    reason: str
+
+
 HeldRecord = (EdgeVersionRecord | EntityRecord | AliasRecord | CorrectionRecord | ReviewRecord | DeadLetterRecord
               | TraceRecord | HeartbeatRecord)
 """The records a batch marker closes."""
 
-LOG_RECORD = Annotated[HeldRecord | BatchMarker | FenceRecord | ProbeRecord, Field(discriminator="kind")]
+LOG_RECORD = Annotated[HeldRecord | BatchMarker | FenceRecord | ProbeRecord | InputResetRecord,
+                       Field(discriminator="kind")]
 """Any record on ``edge-versions``."""

@@ -27,6 +27,10 @@ the record id this state last sent there and the epoch of its fence there (``pac
 ``[OFFSET, RECORD_ID, [ERA, GENERATION] | null]``): of that partition, the state holds the log
 before that offset, if the record before it is that one."""
 
+_TOPIC_OF = b"M" + pack("topic_of")
+"""The identity of the topic each stored offset was read from (``pack(topic, partition)`` -> identity,
+``processors.positions``): an offset is resumed from only while its topic still has it."""
+
 _FENCE = b"M" + pack("fence")
 """The last fence on each log partition (``pack(partition)`` -> ``[ERA, GENERATION]``, as a given-up
 note holds it) that this state wrote (a worker: its markers there carry it, and a batch of its own
@@ -137,6 +141,27 @@ class PipelineStore:
             topic, partition = unpack(key[1:])
             offsets[(str(topic), int(partition))] = int(value)
         return offsets
+
+    def topic_identities(self) -> dict[tuple[str, int], str]:
+        """The identity of the topic each position's offset was read from, where one was recorded."""
+        found = {}
+        for key, value in self.kv.scan(_TOPIC_OF):
+            topic, partition = unpack(key[len(_TOPIC_OF):])
+            found[(str(topic), int(partition))] = value.decode()
+        return found
+
+    def adopt_positions(self, identities: dict[tuple[str, int], str], reset: Sequence[tuple[str, int]],
+                        forget_fences: Sequence[int] = ()) -> None:
+        """Record the topic identity of each position, and forget the offsets of ``reset`` ones (-1: read
+        from the start) and the fences read on the log partitions ``forget_fences`` (a log made anew
+        starts without them), in one write: a crash between them cannot leave an old offset or fence
+        recorded for a new topic."""
+        puts = [(_TOPIC_OF + pack(topic, partition), identity.encode())
+                for (topic, partition), identity in identities.items()]
+        puts += self.offset_puts(dict.fromkeys(reset, -1))
+        deletes = [_FENCE + pack(partition) for partition in forget_fences]
+        if puts or deletes:
+            self.kv.write(puts, deletes)
 
     def offset_puts(self, offsets: dict[tuple[str, int], int]) -> list[tuple[bytes, bytes]]:
         return [(OFFSET + pack(topic, partition), str(offset).encode())

@@ -155,6 +155,11 @@ class LedgerMetrics:
             "edgeledger_rebuild_log_records", "edge-versions records replayed into this worker's state by rebuilds.",
             registry=r,
         )
+        self.offset_resets = Counter(
+            "edgeledger_offset_resets_total",
+            "Input partitions read from their start because the offset stored for them was read from "
+            "another topic of the same name (a broker or topic made anew), by topic.", ["topic"], registry=r,
+        )
         self.source_last_event = Gauge(
             "edgeledger_source_last_event_timestamp_seconds",
             "Transaction time of the newest change event applied from the source.", ["source"], registry=r,
@@ -240,6 +245,9 @@ class LedgerMetrics:
         self.rebuild_partitions.set(partitions)
         if records:
             self.rebuild_records.inc(records)
+
+    def observe_offset_reset(self, topic: str, partition: int) -> None:
+        self.offset_resets.labels(topic).inc()
 
     def set_slo(self, slo: SloConfig) -> None:
         for source, limits in slo.sources.items():

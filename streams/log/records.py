@@ -119,6 +119,9 @@ class Replay:
                 continue
             if kind == "probe":
                 continue
+            if kind == "input_reset":
+                self._input_reset(record, inputs_seen, partition)
+                continue
             batch = record.get("batch")
             if batch is None:
                 raise LogFormatError(f"log partition {partition}: a record of kind {kind!r} "
@@ -149,6 +152,20 @@ class Replay:
         else:
             log.warning("log partition %d: fence %s of epoch %s is not above the partition's fence %s: a late "
                         "one, ignored", partition, record.get("record_id"), epoch, latest)
+
+    def _input_reset(self, record: dict, inputs_seen: dict[tuple[str, int], int], partition: int) -> None:
+        """Forget the input offsets seen on the partitions it names: their topics were made anew, and
+        the batches that follow consume them from their start (``streams.worker.positions``). A reset
+        below the partition's fence is a late writer's, ignored like its batches."""
+        fence, epoch = self.fences.get(partition), epoch_of(record)
+        if fence is not None and (epoch is None or epoch < fence):
+            log.warning("log partition %d: input reset %s of epoch %s is below the partition's fence %s: a late "
+                        "writer's, ignored", partition, record.get("record_id"), epoch, fence)
+            return
+        for topic, number in record["inputs"]:
+            if number == partition:
+                inputs_seen[(topic, number)] = -1
+        self._applied.pop(partition, None)
 
     def _close(self, marker: dict, commit, inputs_seen: dict[tuple[str, int], int], partition: int) -> None:
         batch, tenant = marker.get("batch"), marker["tenant"]

@@ -18,11 +18,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from processors.heap import SettledHeap
 from processors.pending import PendingLedger
+from processors.positions import untrusted_offsets
 from schemas.topics import Topic
 from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
 from streams.kafka.config import consumer_config
+from streams.kafka.identity import TopicIdentities
 from streams.kafka.topics import TopicSettings
 from streams.log.records import Replay
 
@@ -42,13 +44,14 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
     log_topic = topics.name(Topic.EDGE_VERSIONS)
     kv = RocksKV(state)
     store, bookkeeping = LedgerStore(kv), PipelineStore(kv)
+    consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}",
+                                        **{"enable.partition.eof": until_caught_up}))
+    partitions = consumer.list_topics(log_topic, timeout=30).topics[log_topic].partitions
+    resets = _trust_positions(bookkeeping, TopicIdentities(bootstrap), log_topic, sorted(partitions))
     stored = bookkeeping.input_offsets()
     positions = {p: o for (t, p), o in stored.items() if t == log_topic}
     # The input offsets the replayed batches consumed: a batch at or below them was applied before.
     inputs_seen = {(t, p): o for (t, p), o in stored.items() if t != log_topic}
-    consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}",
-                                        **{"enable.partition.eof": until_caught_up}))
-    partitions = consumer.list_topics(log_topic, timeout=30).topics[log_topic].partitions
     consumer.assign([TopicPartition(log_topic, p, positions[p] + 1 if p in positions else OFFSET_BEGINNING)
                      for p in partitions])
     replay = Replay(store, bookkeeping.fences())  # the fences read before the stored positions
@@ -88,5 +91,26 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
     finally:
         consumer.close()
         store.close()
-    log.info("replica applied %d log records", applied)
+    log.info("replica applied %d log records%s", applied,
+             f" (read {resets} log partition(s) from their start)" if resets else "")
     return applied
+
+
+def _trust_positions(bookkeeping: PipelineStore, identities: TopicIdentities, log_topic: str,
+                     partitions: list[int]) -> int:
+    """Drop the stored position of each log partition that is not the one it was read from (a broker
+    or topic made anew, ``processors.positions``), with the input offsets and the fence read there:
+    that partition is read from its start. Records the log's identity; returns how many were dropped."""
+    stored = bookkeeping.input_offsets()
+    current = identities.of([log_topic])
+    positions = [(log_topic, partition) for partition in partitions]
+    untrusted = untrusted_offsets(positions, stored, bookkeeping.topic_identities(), current)
+    dropped = {entry.position[1] for entry in untrusted}
+    for entry in untrusted:
+        log.warning("replica reads a log partition from its start, not after its stored position: %s",
+                    entry.describe())
+    reset = [position for position in stored if position[1] in dropped]
+    identity = current.get(log_topic)
+    bookkeeping.adopt_positions({position: identity for position in positions} if identity is not None else {},
+                                reset, sorted(dropped))
+    return len(dropped)

@@ -20,10 +20,12 @@ from processors.outbox import OutRecord, parked_inputs
 from schemas.topics import Topic
 from state.pipeline_store import GivenUp, PipelineStore
 from state.store import LedgerStore
+from streams.kafka.identity import TopicIdentities
 from streams.kafka.topics import TopicSettings
 from streams.worker.claims import claim_partitions, latest_claims
 from streams.worker.fences import Fencer, NotAMember
 from streams.worker.holdings import Holdings
+from streams.worker.positions import Positions
 from streams.worker.rebuilding import Rebuilding
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,9 @@ class Assignment:
         self.topics = topics
         self.worker_id = worker_id
         self._send = send
+        self.positions = Positions(bookkeeping, holdings, producer, TopicIdentities(bootstrap),
+                                   topics.name(Topic.EDGE_VERSIONS), worker_id)
+        rebuilding.positions = self.positions  # it resumes what it rebuilt, checked alike
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Resume each partition right after the last offset this state applied (not the group's).
@@ -58,6 +63,7 @@ class Assignment:
         (``streams.worker.rebuilding``) and then resumes them, while the other partitions go on.
         """
         holdings = self.holdings
+        self.positions.check_log(sorted({tp.partition for tp in partitions if tp.partition < holdings.log_partitions}))
         committed = consumer.committed(partitions, timeout=30)
         claims = latest_claims(self.producer, self.bootstrap, self.topics, self.group_id)
         behind = self._behind(committed, claims)
@@ -95,8 +101,9 @@ class Assignment:
                 tp.offset = OFFSET_BEGINNING
                 held.append(tp)
             else:
-                tp.offset = holdings.resume_offset(tp.topic, tp.partition)
                 holdings.assigned.add((tp.topic, tp.partition))
+        # After the fences: a reader drops an input reset below its partition's fence.
+        self.positions.resume([tp for tp in partitions if tp not in held])
         consumer.assign(partitions)
         # A pause outlives an assignment in librdkafka: a partition paused for a rebuild that ended
         # before the previous generation resumed it would otherwise stay paused.

@@ -20,6 +20,7 @@ from streams.kafka.topics import TopicSettings
 from streams.worker.faults import Faults
 from streams.worker.fences import Fencer, NotAMember
 from streams.worker.holdings import Holdings
+from streams.worker.positions import Positions
 from streams.worker.rebuild import PartitionRebuild, Rebuilds, StateDisowned
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,8 @@ class Rebuilding:
         self.on_rebuild = on_rebuild
         self._discard_state = discard_state
         self._join_again = join_again
+        self.positions: Positions | None = None
+        """Checks the offsets it resumes rebuilt partitions from (set by ``Assignment``)."""
         self.rebuilds: Rebuilds[PartitionRebuild] = Rebuilds(self.start, REBUILDS_AT_ONCE, REBUILD_SLICE)
         """Log partitions to rebuild before their inputs resume (``streams.worker.rebuild.Rebuilds``)."""
 
@@ -133,20 +136,21 @@ class Rebuilding:
 
     def _restore_offsets(self, rebuild: PartitionRebuild) -> None:
         """The input offsets the replayed batches recorded, as the state's rows now hold them."""
-        applied = self.holdings.applied_offsets
-        for position, offset in rebuild.applied.items():
-            applied[position] = max(offset, applied.get(position, -1))
+        # Not the higher of the two: an ``input_reset`` on the log lowers what the replay applied.
+        self.holdings.applied_offsets.update(rebuild.applied)
 
     def _resume_rebuilt(self, rebuilt: set[int]) -> None:
         """Assign the whole assignment again, each partition right after what this state applied, and
         resume the rebuilt ones: their fetches then start together, as at an assignment (a seek per
         partition started them one by one, and a batch right after held only some of them)."""
         assignment = self.consumer.assignment()
+        held = [tp for tp in assignment if tp.partition in rebuilt]
         for tp in assignment:
             tp.offset = self.holdings.resume_offset(tp.topic, tp.partition)
             self.holdings.assigned.add((tp.topic, tp.partition))
+        if self.positions is not None:
+            self.positions.resume(held)  # after the rebuild's fence: a reader drops an input reset below it
         self.consumer.assign(assignment)
-        held = [tp for tp in assignment if tp.partition in rebuilt]
         self.consumer.resume(held)
         log.info("worker %s resumes %s", self.worker_id,
                  sorted(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in held))

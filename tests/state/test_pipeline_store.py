@@ -65,3 +65,19 @@ def test_where_a_partition_was_given_up_lasts_until_it_is_taken_back_or_rebuilt(
     kv.write([(b"M" + keys.pack("given_up") + keys.pack(5), b"77 w 1-3-9/partition-5")])
     with pytest.raises(StateFormatError, match=r"partition 5's given-up note .* is not"):
         store.given_up_at()
+
+
+def test_adopting_positions_records_their_topics_and_forgets_reset_offsets_and_fences_in_one_write() -> None:
+    kv = MemoryKV()
+    store = PipelineStore(kv)
+    kv.write(store.offset_puts({("in", 0): 41, ("in", 1): 7, ("log", 0): 99})
+             + store.fence_puts({0: (0, 3), 1: (0, 4)}))
+    writes = []
+    real_write = kv.write
+    kv.write = lambda puts, deletes=(): writes.append(1) or real_write(puts, deletes)  # type: ignore[method-assign]
+    store.adopt_positions({("in", 0): "c/new", ("in", 1): "c/new"}, [("in", 0), ("log", 0)], forget_fences=[0])
+    assert len(writes) == 1
+    assert store.input_offsets() == {("in", 0): -1, ("in", 1): 7, ("log", 0): -1}
+    assert store.topic_identities() == {("in", 0): "c/new", ("in", 1): "c/new"}
+    assert store.fences() == {1: (0, 4)}
+    assert PipelineStore(kv).topic_identities() == store.topic_identities(), "kept in the state"

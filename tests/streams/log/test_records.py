@@ -540,19 +540,21 @@ def test_every_record_the_builders_emit_is_of_its_kinds_model() -> None:
 
     from schemas.log_records import LOG_RECORD
     from streams.worker.fences import probe_record
+    from streams.worker.positions import input_reset_record
 
     models = TypeAdapter(LOG_RECORD)
     _, log = _logged_load(DEMO_EVENTS.read_bytes().splitlines(), epoch=(0, 3))
     parted = outbox_for(_pending_with_a_large_correction(), [], {("in", 0): 1}, "b-9", log_partitions=1,
                         first={("in", 0): 1})
     log += [record.value for record in parted if record.topic == "edge-versions"]
-    log += [_fence(0, 3), probe_record()[1]]
+    log += [_fence(0, 3), probe_record()[1], input_reset_record(0, [("in", 0)], (0, 3), "a new topic"),
+            input_reset_record(0, [("in", 0)], None, "a new topic")]
     kinds = set()
     for raw in log:
         record = models.validate_json(raw, strict=True)
         kinds.add(record["kind"])
     assert kinds == {"edge_version", "entity", "alias", "correction", "review", "dead_letter", "trace", "heartbeat",
-                     "batch", "fence", "probe"}
+                     "batch", "fence", "probe", "input_reset"}
     marker = next(orjson.loads(raw) for raw in log if is_marker(raw))
     with pytest.raises(ValidationError, match="from"):
         models.validate_python({key: value for key, value in marker.items() if key != "from"}, strict=True)
@@ -565,3 +567,32 @@ def _pending_with_a_large_correction() -> PendingLedger:
     many = tuple(f"e{i}" for i in range(CORRECTION_IDS_PER_RECORD + 1))
     pending.corrections.append(Correction("c-1", "acme", "ev-1", 5, "revoke_source", many, ()))
     return pending
+
+
+def test_an_input_reset_lets_the_batches_of_a_topic_made_anew_apply_from_its_first_offset() -> None:
+    """A topic made anew restarts its offsets: without the worker's ``input_reset`` record on the log, a
+    reader takes the new topic's first batches for ones it applied; after it, and only from a writer
+    not fenced off, they apply."""
+    from streams.worker.positions import input_reset_record
+
+    lines = DEMO_EVENTS.read_bytes().splitlines()
+    _, old_topic = _logged_load(lines[: len(lines) // 2])
+    _, new_topic = _logged_load(lines[len(lines) // 2:])
+    expected = LedgerStore(MemoryKV())
+    for part in (old_topic, new_topic):
+        Replay(expected).feed(part, lambda pending: expected.commit(pending), {})
+
+    def replayed(stream: list[bytes]) -> dict[str, object]:
+        store, seen = LedgerStore(MemoryKV()), {}
+        Replay(store).feed(stream, lambda pending: store.commit(pending), seen)
+        return _everything(store, "acme")
+
+    reset = input_reset_record(0, [("in", 0)], None, "a new topic")
+    assert replayed([*old_topic, reset, *new_topic]) == _everything(expected, "acme")
+    assert replayed([*old_topic, *new_topic]) != _everything(expected, "acme"), "skipped without the reset"
+    fenced_old = [_fence(0, 2), *_logged_load(lines[: len(lines) // 2], epoch=(0, 2))[1]]
+    fenced_new = _logged_load(lines[len(lines) // 2:], epoch=(0, 2))[1]
+    owners = input_reset_record(0, [("in", 0)], (0, 2), "a new topic")
+    late = input_reset_record(0, [("in", 0)], (0, 1), "a late writer's")
+    assert replayed([*fenced_old, owners, *fenced_new]) == _everything(expected, "acme")
+    assert replayed([*fenced_old, late, *fenced_new]) == replayed([*old_topic, *new_topic])
