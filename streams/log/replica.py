@@ -10,8 +10,10 @@ fifth of a replay's samples were collections rescanning the store's growing cach
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
@@ -25,6 +27,7 @@ from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
 from streams.kafka.config import consumer_config
 from streams.kafka.identity import TopicIdentities
+from streams.kafka.liveness import BrokerWatch
 from streams.kafka.topics import TopicSettings
 from streams.log.records import Replay
 
@@ -33,21 +36,43 @@ log = logging.getLogger(__name__)
 
 def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None,
                 stop: threading.Event | None = None, idle_exit_after: float | None = None,
-                until_caught_up: bool = False) -> int:
+                until_caught_up: bool = False, broker_timeout: float = 60.0) -> int:
     """Follow the log until stopped (or idle); returns the number of log records applied.
 
     ``until_caught_up``: stop once every partition of the log has been read to its end (the
     broker's end-of-partition event, after the last record): a backfill, or a test, waits on that
-    condition instead of on a quiet period."""
+    condition instead of on a quiet period. A broker out of reach for ``broker_timeout`` seconds
+    raises ``BrokerUnreachable``: a replica that cannot follow the log says so rather than serve
+    an ever older read model in silence."""
     topics = topics or TopicSettings()
     stop = stop or threading.Event()
     log_topic = topics.name(Topic.EDGE_VERSIONS)
+    watch = BrokerWatch(bootstrap, broker_timeout)
     kv = RocksKV(state)
     store, bookkeeping = LedgerStore(kv), PipelineStore(kv)
-    consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}",
+    consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}", error_cb=watch.error_cb,
                                         **{"enable.partition.eof": until_caught_up}))
-    partitions = consumer.list_topics(log_topic, timeout=30).topics[log_topic].partitions
-    resets = _trust_positions(bookkeeping, TopicIdentities(bootstrap), log_topic, sorted(partitions))
+    try:
+        metadata: list = []
+        if not watch.reach(lambda: metadata.append(consumer.list_topics(log_topic, timeout=2)), stop.is_set):
+            return 0
+        found = metadata[-1].topics.get(log_topic)
+        if found is None or found.error is not None:
+            raise RuntimeError(f"the log topic {log_topic} is not on the cluster at {bootstrap} "
+                               f"({found.error if found is not None else 'no such topic'}): check --topic-prefix")
+        partitions = found.partitions
+        resets = _trust_positions(bookkeeping, TopicIdentities(bootstrap), log_topic, sorted(partitions))
+        return _follow(consumer, store, bookkeeping, watch, log_topic, partitions, resets, stop, idle_exit_after,
+                       until_caught_up)
+    finally:
+        consumer.close()
+        store.close()
+
+
+def _follow(consumer: Consumer, store: LedgerStore, bookkeeping: PipelineStore, watch: BrokerWatch,
+            log_topic: str, partitions: dict, resets: int, stop: threading.Event, idle_exit_after: float | None,
+            until_caught_up: bool) -> int:
+    """Apply the log from the stored positions on, until stopped, idle or caught up."""
     stored = bookkeeping.input_offsets()
     positions = {p: o for (t, p), o in stored.items() if t == log_topic}
     # The input offsets the replayed batches consumed: a batch at or below them was applied before.
@@ -55,42 +80,42 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
     consumer.assign([TopicPartition(log_topic, p, positions[p] + 1 if p in positions else OFFSET_BEGINNING)
                      for p in partitions])
     replay = Replay(store, bookkeeping.fences())  # the fences read before the stored positions
+    ask = partial(consumer.list_topics, log_topic, timeout=1)
 
     applied = 0
     idle_since = time.monotonic()
     at_end: set[int] = set()
-    try:
-        with SettledHeap() as heap:
-            while not stop.is_set():
-                message = consumer.poll(0.2)
-                if message is None:
-                    if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
+    with SettledHeap() as heap:
+        while not stop.is_set():
+            message = consumer.poll(0.2)
+            if message is None:
+                watch.check(ask)
+                if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
+                    break
+                heap.when_idle()
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    watch.reached()
+                    at_end.add(message.partition())
+                    if until_caught_up and at_end.issuperset(partitions):
                         break
-                    heap.when_idle()
-                    continue
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(message.partition())
-                        if until_caught_up and at_end.issuperset(partitions):
-                            break
-                    continue
-                idle_since = time.monotonic()
-                partition, offset = message.partition(), message.offset()
-                at_end.discard(partition)
+                continue
+            watch.reached()
+            idle_since = time.monotonic()
+            partition, offset = message.partition(), message.offset()
+            at_end.discard(partition)
 
-                def commit(pending: PendingLedger, partition: int = partition, offset: int = offset) -> None:
-                    # Only this partition's position moves, and only at its markers: records another
-                    # partition has sent of a batch not yet closed are read again after a restart.
-                    fence = replay.fences.get(partition)
-                    store.commit(pending, bookkeeping.offset_puts({(log_topic, partition): offset, **inputs_seen})
-                                 + bookkeeping.fence_puts({partition: fence} if fence is not None else {}))
+            def commit(pending: PendingLedger, partition: int = partition, offset: int = offset) -> None:
+                # Only this partition's position moves, and only at its markers: records another
+                # partition has sent of a batch not yet closed are read again after a restart.
+                fence = replay.fences.get(partition)
+                store.commit(pending, bookkeeping.offset_puts({(log_topic, partition): offset, **inputs_seen})
+                             + bookkeeping.fence_puts({partition: fence} if fence is not None else {}))
 
-                applied += replay.feed([message.value()], commit, inputs_seen, partition)
-                heap.after_event()
-    finally:
-        consumer.close()
-        store.close()
+            applied += replay.feed([message.value()], commit, inputs_seen, partition)
+            heap.after_event()
     log.info("replica applied %d log records%s", applied,
              f" (read {resets} log partition(s) from their start)" if resets else "")
     return applied
@@ -114,3 +139,12 @@ def _trust_positions(bookkeeping: PipelineStore, identities: TopicIdentities, lo
     bookkeeping.adopt_positions({position: identity for position in positions} if identity is not None else {},
                                 reset, sorted(dropped))
     return len(dropped)
+
+
+def stop_on_signals() -> threading.Event:
+    """An event SIGTERM and SIGINT set: the replica then stops after the record in hand, its position
+    committed with the last batch it applied (call from the main thread)."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
