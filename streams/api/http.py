@@ -1,5 +1,6 @@
 """The HTTP API for agents: one endpoint per traversal, the contract's JSON, the OpenAPI document
-generated from the pydantic models, ``/metrics`` and ``/healthz``.
+generated from the pydantic models (with what each parameter accepts, ``streams.api.parameters``),
+``/metrics`` and ``/healthz``.
 
 It reads the ledger as a RocksDB secondary (``state.changes.LedgerFollower``), so it runs beside a
 writer on the same state directory. Before answering, it looks whether the directory changed (at
@@ -18,7 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -56,6 +57,14 @@ from state.changes import LedgerFollower
 from state.kv import RocksKV
 from state.store import NO_TRANSACTION
 from streams.api.cache_invalidations import InvalidationPublisher
+from streams.api.parameters import (
+    COMMON,
+    DESCRIPTIONS,
+    HISTORY_DESCRIPTION,
+    UndocumentedValue,
+    held_to,
+    parameter_rules,
+)
 from streams.kafka.topics import TopicSettings
 from streams.metrics import LedgerMetrics
 from streams.processor import wall_clock_micros
@@ -82,82 +91,6 @@ class HealthOut(BaseModel):
 Tenant = Annotated[str, PathParam(pattern=TENANT_PATTERN, description="Tenant to read; every read needs one.")]
 
 
-# -- descriptions: what each traversal is for, and what it is not for -----------------------------------------
-COMMON = """
-
-**Clocks.** `valid_at` is when in the world, `known_at` is as the ledger believed at that time; both
-default to now. An answer for a past `known_at` never changes.
-
-**Dispositions.** `answer`: there are results, each with a path of edge ids from the anchor (cite them).
-`none`: the anchor resolved, nothing was truncated and the sources are fresh: as recorded, there is none.
-`unknown` is **not** `none`: the anchor did not resolve, a ceiling was hit (`truncated`, `limits_hit`,
-`frontier`) or a source it depends on was stale at `known_at`, on what had been heard from it by then
-(`coverage.stale_sources`). `ambiguous`: the entity text
-names several entities; ask again with one of `anchor.candidates`.
-
-**Ceilings.** `max_depth`, `max_expansions` (edge records read), `max_paths`, `max_evidence_tokens`,
-`max_degree` (per node). A hit ceiling is reported, never hidden; raise it or narrow the question.
-
-The `X-Edgeledger-Cache` response header says whether the answer came from the cache (`hit`), was
-computed (`miss`) or is not cacheable (`bypass`); a cached answer equals a computed one."""
-
-DESCRIPTIONS: dict[str, tuple[str, str]] = {
-    "owners-of": (
-        "Operational owner of an entity",
-        "Follows `owned_by` one hop out: the team or person that operates the entity, as each source "
-        "authority (for example the CMDB) records it. Use it to find who runs X or whom to ask about it.\n\n"
-        "Not for: who must approve a change (use approvals-required-for); reporting lines or team "
-        "membership. Two owners can appear when two sources disagree: both are kept and the conflict waits "
-        "in the review queue; do not pick one silently.",
-    ),
-    "dependents-of": (
-        "What depends on an entity (blast radius)",
-        "Follows `depends_on` in reverse, `depth` hops (1: direct dependents; more: transitive, each with its "
-        "path). Use it for the impact of a change or an outage of X.\n\n"
-        "Not for: what X itself depends on (use traverse with edges=depends_on:out), or ownership.",
-    ),
-    "approvals-required-for": (
-        "Approval roles a change to an entity needs",
-        "Dependents of X (reverse `depends_on`, `depth` hops) -> their `owned_by` teams -> `governed_by` "
-        "policies -> `requires` approval roles; the answers are the roles. Use it to route a change for "
-        "sign-off.\n\n"
-        "Not for: the people who hold the roles (`holds_role` is not followed), nor ownership. The path starts "
-        "at X's dependents: X's own owner's policies count only through a dependent. An empty answer with "
-        "disposition `unknown` does not mean that no approval is needed.",
-    ),
-    "changed-between": (
-        "Changes at an entity between two times",
-        "Edges at X that started or ended in [from, to) in valid time (`axis=valid`, as known at `known_at`), "
-        "or that the ledger appended or closed in that window (`axis=tx`: what was learned when); listed in "
-        "`changes`. Use it for audits and for explaining why an answer moved.\n\n"
-        "Not for: changes elsewhere in the graph (only X's own edges, one hop). `to` defaults to `known_at`.",
-    ),
-    "neighbourhood": (
-        "Everything around an entity",
-        "Every relationship of the ontology, both directions, `depth` hops. Use it to get oriented around an "
-        "unfamiliar entity.\n\n"
-        "Not for: answering a specific question: use the named traversal, which follows only what the question "
-        "needs and can honestly answer `none`. Hubs hit `max_degree` quickly.",
-    ),
-    "traverse": (
-        "General bounded walk over an allowlist of relationships",
-        "Follows only the listed relationship:direction pairs (`edges=depends_on:in,owned_by:out`), up to "
-        "`max_depth` hops; every node reached is an answer. Use it for questions the named traversals do not "
-        "cover.\n\n"
-        "Not for: unbounded exploration. A relationship outside the ontology is refused (422). `max_depth` is a "
-        "ceiling here too: a path that reaches it is cut there and reported (`truncated`, `limits_hit: "
-        "[max_depth]`, its last node in `frontier`), as the walk does not read past the ceiling to learn "
-        "whether more lies beyond.",
-    ),
-}
-
-HISTORY_DESCRIPTION = (
-    "Every version of every edge at the entity, with both intervals (valid time and transaction time), "
-    "as known at `known_at`; optionally only one relationship (`rel`) or only versions valid at `valid_at`. "
-    "Use it for audits, to explain why an answer changed, or to find edge ids to revoke.\n\n"
-    "Not for: the current answer to a question: closed and superseded versions are included. Not cached."
-)
-
 SETTLE_EVERY_REQUESTS = 50
 """With CPython's own thresholds, a full collection of 70-100 ms every 900 or so requests made the
 slowest answers. Settled every 50 requests (in-process, 20,000 requests on a 300k-event ledger,
@@ -165,7 +98,8 @@ three pairs interleaved with the code before): p99.9 68-73 -> 6.2-8.4 ms, max 10
 ms, p99 4.0-4.3 -> 4.5-5.7 ms (a young collection of 2-3 ms lands on every 50th request). Every 250
 requests gave p99.9 19-25 ms."""
 
-ERRORS = {422: {"model": ErrorOut, "description": "The request is invalid; `detail` says why."}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    422: {"model": ErrorOut, "description": "The request is invalid; `detail` says why."}}
 
 
 # -- the service behind the routes -------------------------------------------------------------------------------
@@ -250,7 +184,7 @@ class LedgerService:
         return HealthOut(last_tx=format_micros(last) if last > NO_TRANSACTION else None, cache_entries=entries)
 
 
-def _error(status: int, detail: str, errors: list[dict[str, Any]] = ()) -> JSONResponse:
+def _error(status: int, detail: str, errors: Sequence[dict[str, Any]] = ()) -> JSONResponse:
     return JSONResponse(status_code=status, content=ErrorOut(detail=detail, errors=list(errors)).model_dump())
 
 
@@ -297,10 +231,11 @@ def create_app(
     ontology = ontology or default_ontology()
     metrics = metrics or LedgerMetrics()
     topics = TopicSettings(prefix=topic_prefix) if bootstrap is not None else None
-    scratch = None if cache_dir is not None else Path(tempfile.mkdtemp(prefix="edgeledger-cache-"))
+    cache_path = cache_dir if cache_dir is not None else Path(tempfile.mkdtemp(prefix="edgeledger-cache-"))
+    scratch = None if cache_dir is not None else cache_path
     service = None
     try:
-        service = LedgerService(Path(state_dir), RocksKV(cache_dir or scratch), ontology, refresh_interval_s,
+        service = LedgerService(Path(state_dir), RocksKV(cache_path), ontology, refresh_interval_s,
                                 max_cache_entries, memory_cache_entries, slo, metrics, wall_clock)
         if bootstrap is not None:
             service.publisher = InvalidationPublisher(bootstrap, topics, metrics)
@@ -337,10 +272,24 @@ def create_app(
         dependencies=[Depends(_single_valued)],
     )
     app.state.service = service
+    rules = parameter_rules(ontology)
+    documented = [Depends(held_to(rules))]
+
+    def openapi() -> dict[str, Any]:
+        """The generated document, with what the parameters accept stated from ``rules``."""
+        if app.openapi_schema is None:
+            app.openapi_schema = rules.describe(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(RequestValidationError)
     async def invalid_parameters(_: Request, error: RequestValidationError) -> JSONResponse:
         return _error(422, *_describe_validation(error))
+
+    @app.exception_handler(UndocumentedValue)
+    async def undocumented(_: Request, error: UndocumentedValue) -> JSONResponse:
+        return _error(422, str(error), error.errors)
 
     @app.exception_handler(InvalidQuery)
     async def bad_request(_: Request, error: InvalidQuery) -> JSONResponse:
@@ -358,7 +307,7 @@ def create_app(
         summary, description = DESCRIPTIONS[name]
         return {"path": f"/v1/tenants/{{tenant}}/{name}", "response_model": QueryResult, "responses": ERRORS,
                 "summary": summary, "description": description + COMMON, "operation_id": name.replace("-", "_"),
-                "tags": ["traversals"]}
+                "tags": ["traversals"], "dependencies": documented}
 
     @app.get(**route("owners-of"))
     def owners_of(tenant: Tenant, params: Annotated[TypedParams, Query()]) -> Response:
@@ -386,7 +335,7 @@ def create_app(
 
     @app.get("/v1/tenants/{tenant}/history", response_model=HistoryResult, responses=ERRORS,
              summary="Every version of the edges at an entity", description=HISTORY_DESCRIPTION,
-             operation_id="history", tags=["history"])
+             operation_id="history", tags=["history"], dependencies=documented)
     def history(tenant: Tenant, params: Annotated[HistoryParams, Query()]) -> HistoryResult:
         return service.history(tenant, params)
 

@@ -65,6 +65,7 @@ class TopicSettings:
     prefix: str = "edgeledger."
     partitions: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_PARTITIONS))
     replication_factor: int = 1
+    min_insync_replicas: int | None = None
     retention_ms: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_RETENTION_MS))
     cleanup_policy: str = "delete"
 
@@ -79,6 +80,10 @@ class TopicSettings:
                 raise ValueError(f"retention_ms for {key!r} must be -1 (forever) or > 0, got {ms}")
         if self.replication_factor < 1:
             raise ValueError(f"replication_factor must be >= 1, got {self.replication_factor}")
+        if self.min_insync_replicas is not None and not 1 <= self.min_insync_replicas <= self.replication_factor:
+            # A topic needing more in-sync replicas than it has refuses every acks=all write.
+            raise ValueError(f"min_insync_replicas must be between 1 and the replication factor "
+                             f"({self.replication_factor}), got {self.min_insync_replicas}")
         if self.cleanup_policy not in CLEANUP_POLICIES:
             raise ValueError(f"cleanup_policy must be one of {sorted(CLEANUP_POLICIES)}")
         # Freeze the mappings too, so a settings object cannot change after it is shared.
@@ -103,10 +108,14 @@ class TopicSettings:
         return self.retention_ms[_check_logical(logical)]
 
     def topic_config(self, logical: str) -> dict[str, str]:
-        """Explicit topic configs sent at creation (the embedded broker reports only these)."""
+        """Explicit topic configs sent at creation (the embedded broker reports only these).
+        ``min.insync.replicas`` is sent only when set, so the cluster's default applies otherwise."""
         policy = "compact" if logical in COMPACTED_TOPICS else self.cleanup_policy
-        return {"retention.ms": str(self.retention_for(logical)), "cleanup.policy": policy,
-                "max.message.bytes": str(MAX_RECORD_BYTES)}
+        config = {"retention.ms": str(self.retention_for(logical)), "cleanup.policy": policy,
+                  "max.message.bytes": str(MAX_RECORD_BYTES)}
+        if self.min_insync_replicas is not None:
+            config["min.insync.replicas"] = str(self.min_insync_replicas)
+        return config
 
     def new_topics(self) -> list[NewTopic]:
         """A ``NewTopic`` for every logical topic."""
