@@ -70,6 +70,10 @@ from streams.metrics import LedgerMetrics
 from streams.processor import wall_clock_micros
 
 CACHE_HEADER = "X-Edgeledger-Cache"
+REQUESTS_AT_STOP = 4
+"""Seconds a stop (SIGTERM, Ctrl-C) gives requests in flight; with ``PUBLISH_AT_STOP``, `serve` ends within 10 s."""
+PUBLISH_AT_STOP = 4.0
+"""Seconds a stop gives queued cache invalidations to reach the broker; those that do not are counted as failed."""
 
 
 # -- request and response models (the OpenAPI document is generated from these) -----------------------------
@@ -145,7 +149,7 @@ class LedgerService:
         if not self.closed:
             self.closed = True
             if self.publisher is not None:
-                self.publisher.close()
+                self.publisher.close(timeout_s=PUBLISH_AT_STOP)
             self.follower.close()
             self.cache.close()
 
@@ -359,4 +363,4 @@ def serve(state_dir: Path, host: str = "127.0.0.1", port: int = 8080, slo: SloCo
     replaces the default (``serve --ontology``), as it did for the writer."""
     app = create_app(state_dir, slo=slo, ontology=ontology, bootstrap=bootstrap, topic_prefix=topic_prefix,
                      max_cache_entries=max_cache_entries, memory_cache_entries=memory_cache_entries)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=REQUESTS_AT_STOP)

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
-from streams.cli import pipeline_commands, read_commands
+from streams.cli import broker_command, pipeline_commands, read_commands
 from streams.cli.freshness import freshness_app
 from streams.cli.options import CliError
 
@@ -40,6 +40,7 @@ app.command()(pipeline_commands.serve)
 app.command()(pipeline_commands.replica)
 app.command()(pipeline_commands.produce)
 app.command()(pipeline_commands.demo)
+app.command()(broker_command.broker)
 app.command("ontology")(read_commands.show_ontology)
 app.add_typer(review_app, name="review")
 app.add_typer(traces_app, name="traces")
@@ -48,7 +49,7 @@ app.add_typer(freshness_app)
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except typer.Exit as done:
         raise SystemExit(done.exit_code) from None
     except (typer.Abort, KeyboardInterrupt):
@@ -57,6 +58,8 @@ def main() -> None:
     except Exception as error:
         sys.stderr.write(f"edgeledger: error: {_describe(error)}\n")
         raise SystemExit(2) from None
+    if isinstance(code, int) and code:  # a command's typer.Exit(n), returned outside standalone mode
+        raise SystemExit(code)
 
 
 def _describe(error: Exception) -> str:

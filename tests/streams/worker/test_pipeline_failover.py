@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from processors.freshness import stale_sources_for_queries
 from processors.queries import QueryEngine, QueryRequest
@@ -36,7 +39,7 @@ from state.open import reading
 from state.pipeline_store import PipelineStore
 from streams.cli.load import load_into
 from streams.kafka.broker import EmbeddedBroker
-from streams.kafka.config import FAST_GROUP_OVERRIDES
+from streams.kafka.config import ADMIN_DEFAULTS, FAST_GROUP_OVERRIDES, consumer_config
 from streams.kafka.produce import produce_files
 from streams.kafka.topics import TopicSettings, ensure_topics
 from streams.processor import wall_clock_micros
@@ -440,6 +443,24 @@ def paused_at_its_first_batch(tmp_path: Path, bootstrap: str, topics: TopicSetti
     return paused, produced, release
 
 
+def until_the_group_drops_its_paused_member(bootstrap: str, topics: TopicSettings, group: str) -> None:
+    """Return once the group has gone on without its paused member. A probe joins the group on a topic
+    of its own; the coordinator waits for every member it counts to join again before it assigns
+    anything, so the probe's assignment comes only once the paused member's session has run out.
+    The probe then leaves: it never held an input partition, so no one took the member's over."""
+    probe_topic = f"{topics.prefix}group-probe"
+    admin = AdminClient({**ADMIN_DEFAULTS, "bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(probe_topic, 1, 1)])[probe_topic].result(30)
+    assigned = threading.Event()
+    probe = Consumer(consumer_config(bootstrap, group, **FAST_GROUP_OVERRIDES))
+    probe.subscribe([probe_topic], on_assign=lambda *_: assigned.set())
+    try:
+        wait_until(lambda: probe.poll(0.05) is None and assigned.is_set(),
+                   "the group to go on without its paused member", 30)
+    finally:
+        probe.close()
+
+
 def run_on_to_the_end(worker: LogPipe, state: Path, ends: dict[tuple[str, int], int], resumed_at: float) -> dict:
     """Let a worker resumed at ``resumed_at`` (``time.time()``) go on until it has been assigned its
     partitions again since and its state has applied every input to ``ends``; stop it, its summary."""
@@ -489,8 +510,7 @@ def test_a_worker_paused_past_its_session_with_no_one_to_take_over_sends_its_bat
     bootstrap = kafka_broker.bootstrap
     paused, produced, release = paused_at_its_first_batch(tmp_path, bootstrap, topics, "g-paused-alone", logged,
                                                           "--hold-before-send")
-    # A fixed wait, still: polled with DescribeGroups until A was gone, A's membership question then hung.
-    time.sleep(4)  # the group's session is 1 s: A is dropped
+    until_the_group_drops_its_paused_member(bootstrap, topics, "g-paused-alone")
     release.touch()  # first, so that A's question to the group is not held up behind the file's poll
     resumed_at = time.time()
     os.kill(paused.process.pid, signal.SIGCONT)
@@ -545,7 +565,7 @@ def test_a_rebuild_reads_to_the_end_of_the_log_however_long_the_broker_is_silent
     finally:
         replaying.close()
     assert comparable_state(tmp_path / "rebuilt") == comparable_state(tmp_path / "worker")
-    assert offsets == PipelineStore(RocksKV(tmp_path / "worker", read_only=True)).input_offsets()
+    assert offsets == PipelineStore(RocksKV(tmp_path / "worker", read_only=True), reader=True).input_offsets()
 
 
 @pytest.mark.parametrize("given_up", ["past the log's end", "where the log went on"])
