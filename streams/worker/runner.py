@@ -20,7 +20,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from processors.pending import BatchCounts
@@ -28,7 +27,7 @@ from schemas.ontology import Ontology, default_ontology, load_ontology
 from schemas.slo import SloConfig, default_slo, load_slo
 from streams.kafka.broker import default_broker_dir, resolve_bootstrap
 from streams.kafka.config import ADMIN_DEFAULTS, FAST_GROUP_OVERRIDES, LIBRDKAFKA_LOG
-from streams.kafka.liveness import BrokerWatch, unreachable
+from streams.kafka.liveness import BrokerWatch
 from streams.kafka.topics import TopicSettings, ensure_topics
 from streams.metrics import LedgerMetrics, serve_metrics
 from streams.processor import wall_clock_micros
@@ -101,18 +100,14 @@ def ensure_topics_within(address: str, topics: TopicSettings, broker_timeout: fl
     # Its log lines go through the quiet logger, served by ``poll`` (an admin client serves them nowhere else).
     settings: dict[str, Any] = {**ADMIN_DEFAULTS, "bootstrap.servers": address, "logger": LIBRDKAFKA_LOG}
     admin = AdminClient(settings)
-    while True:
+
+    def attempt() -> None:
         try:
             ensure_topics(admin, topics, timeout=min(5.0, max(1.0, broker_timeout / 3)))
-            watch.reached()
-            return
-        except KafkaException as error:
-            if not unreachable(error):
-                raise
-            watch.failed(error.args[0].str())
-            watch.check()
         finally:
             admin.poll(0)
+
+    watch.reach(attempt, lambda: False)  # an interrupt ends it: SIGTERM is a KeyboardInterrupt here
 
 
 @contextmanager

@@ -39,13 +39,6 @@ ENDPOINTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def demo_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    state = tmp_path_factory.mktemp("demo") / "ledger"
-    load_into(state, [DEMO], simulated_clock=True, ontology_path=None)
-    return state
-
-
 @pytest.fixture
 def state(demo_ledger: Path, tmp_path: Path) -> Path:
     """A private copy of the demo ledger (loading it costs more than copying it)."""

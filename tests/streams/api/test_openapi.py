@@ -20,19 +20,11 @@ from processors.query_requests import empty_window, instant_param
 from schemas.ontology import Ontology, Relationship, default_ontology
 from streams.api.http import create_app
 from streams.api.parameters import INSTANT_PARAMETERS, INSTANT_PATTERN, parameter_rules
-from streams.cli.load import load_into
 from streams.processor import wall_clock_micros
-from tests.support.api import BASE, CONNECTOR, DEMO
+from tests.support.api import BASE, CONNECTOR
 
 TRAVERSALS = ("owners-of", "dependents-of", "approvals-required-for", "changed-between", "neighbourhood",
               "traverse")
-
-
-@pytest.fixture(scope="module")
-def demo_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    state = tmp_path_factory.mktemp("demo") / "ledger"
-    load_into(state, [DEMO], simulated_clock=True, ontology_path=None)
-    return state
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from streams.cli.load import load_into
 from streams.kafka.broker import EmbeddedBroker, default_broker_dir
 from streams.kafka.produce import produce_files
 from streams.kafka.topics import TopicSettings
-from tests.support.generate import generate_events
+from tests.support.generate import tenants_interleaved
 from tests.support.logpipe import LogPipe
 from tests.support.pipeline import comparable_state, count_applied, holds_partitions
 from tests.support.wait import wait_until
@@ -49,9 +49,7 @@ def applied_at_least(state: Path, count: int, run: LogPipe) -> bool:
 
 
 def test_run_and_its_broker_killed_mid_stream_carry_on_from_the_disk(tmp_path: Path) -> None:
-    per_tenant = [list(generate_events(1000, 200, seed=i, tenant=t, simulated_clock=False))
-                  for i, t in enumerate(TENANTS)]
-    lines = [line for group in zip(*per_tenant, strict=True) for line in group]
+    lines = tenants_interleaved(1000, 200, TENANTS)
     first, rest = tmp_path / "first.jsonl", tmp_path / "rest.jsonl"
     first.write_text("\n".join(lines[:1000]) + "\n")
     rest.write_text("\n".join(lines[1000:]) + "\n")
