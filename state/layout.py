@@ -14,6 +14,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``R``  tenant, review_id                                            review item
 ``D``  tx, digest of the letter                                      dead letter
 ``X``  tenant, trace_id / ``Y`` tenant, edge_id, trace_id           traces and their edge index
+``G``  tenant, tx_at, trace_id                                      nothing: traces in order of recording
 ``H``  tenant, system                                               last heartbeat
 ``L``  tenant, system                                               latest change and heartbeat applied
 ``P``  tenant, system, tx of the row's first entry, newest first   the source's ``L`` row through a batch
@@ -65,7 +66,7 @@ INDEX: Final = b""
 """The value of an index row (``A``): the key says it all."""
 LAST_TX: Final = b"M" + pack("last_tx")
 FORMAT: Final = b"M" + pack("format")
-FORMAT_VERSION: Final = b"4"
+FORMAT_VERSION: Final = b"5"
 """The one layout this edgeledger reads and writes: the tables above."""
 TX_BYTES: Final = 9
 """An encoded ``tx_from`` in an ``A`` key (``keys.encode_int``): the edge id follows it."""
