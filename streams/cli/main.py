@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
-from streams.cli import broker_command, pipeline_commands, read_commands
+from streams.cli import broker_command, pipeline_commands, read_commands, trace_commands
 from streams.cli.freshness import freshness_app
 from streams.cli.options import CliError
 
@@ -34,6 +34,9 @@ app.command()(read_commands.history)
 app.command()(read_commands.corrections)
 review_app.command("list")(read_commands.review_list)
 traces_app.command("affected")(read_commands.traces_affected)
+traces_app.command("replay")(trace_commands.traces_replay)
+traces_app.command("show")(trace_commands.traces_show)
+traces_app.command("list")(trace_commands.traces_list)
 app.command("dead-letters")(read_commands.dead_letters)
 app.command()(pipeline_commands.run)
 app.command()(pipeline_commands.serve)
