@@ -65,6 +65,7 @@ from streams.api.parameters import (
     held_to,
     parameter_rules,
 )
+from streams.api.traces import TraceSink, add_trace_routes, default_trace_sink, recorded_answer
 from streams.kafka.topics import TopicSettings
 from streams.metrics import LedgerMetrics
 from streams.processor import wall_clock_micros
@@ -226,6 +227,7 @@ def create_app(
     wall_clock: Callable[[], int] = wall_clock_micros,
     bootstrap: str | None = None,
     topic_prefix: str = "edgeledger.",
+    trace_sink: TraceSink | None = None,
 ) -> FastAPI:
     """The API over the ledger at ``state_dir``, opened read-only. ``cache_dir`` holds the cache's own
     RocksDB (a scratch area, cleared at start; default: a temporary directory removed at shutdown).
@@ -262,6 +264,7 @@ def create_app(
                         service.heap = None
         finally:
             service.close()
+            traces.close()
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
 
@@ -276,6 +279,8 @@ def create_app(
         dependencies=[Depends(_single_valued)],
     )
     app.state.service = service
+    traces = trace_sink or default_trace_sink(Path(state_dir), bootstrap, topics)
+    add_trace_routes(app, service, traces, wall_clock)
     rules = parameter_rules(ontology)
     documented = [Depends(held_to(rules))]
 
@@ -305,6 +310,8 @@ def create_app(
 
     def answer(name: str, tenant: str, params: QueryParams) -> Response:
         result, status = service.query(request_from(name, tenant, params, ontology, wall_clock()))
+        if params.record:
+            return recorded_answer(tenant, result, params.action, wall_clock(), traces, {CACHE_HEADER: status})
         return Response(result.model_dump_json(), media_type="application/json", headers={CACHE_HEADER: status})
 
     def route(name: str) -> dict[str, Any]:
