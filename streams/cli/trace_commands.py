@@ -140,3 +140,26 @@ def with_additions(found: list[AffectedTrace], replays: list[Replay]) -> list[Af
                       if r.trace.trace_id not in listed]
     merged.sort(key=lambda a: (ACTION_RANK.get(a.trace.action, 1), a.trace.known_at, a.trace.trace_id))
     return merged
+
+
+def replay_agent(
+    state: StateDir,
+    bootstrap: Annotated[str, typer.Option("--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
+                                           help="Kafka bootstrap servers.")],
+    topic_prefix: Annotated[str, typer.Option("--topic-prefix")] = "edgeledger.",
+    group: Annotated[str, typer.Option("--group", help="Consumer group id.")] = "edgeledger-replay",
+    ontology_file: OntologyFile = None,
+) -> None:
+    """Replay the traces each committed change batch touches and publish them to replay-results
+    (a faust-streaming agent on the edge-versions log; reads the ledger at --state read-only)."""
+    import logging
+
+    import faust
+
+    from streams.kafka.topics import TopicSettings
+    from streams.worker.replay_agent import build_replay_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app, _ = build_replay_app(bootstrap, state, TopicSettings(prefix=topic_prefix), group,
+                              ontology_from(ontology_file))
+    faust.Worker(app, loglevel="WARNING").execute_from_commandline()
