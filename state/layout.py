@@ -14,7 +14,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``R``  tenant, review_id                                            review item
 ``D``  tx, digest of the letter                                      dead letter
 ``X``  tenant, trace_id / ``Y`` tenant, edge_id, trace_id           traces and their edge index
-``G``  tenant, tx_at, trace_id                                      nothing: traces in order of recording
+``J``  tenant, tx_at, trace_id                                      nothing: traces in order of recording
 ``H``  tenant, system                                               last heartbeat
 ``L``  tenant, system                                               latest change and heartbeat applied
 ``P``  tenant, system, tx of the row's first entry, newest first   the source's ``L`` row through a batch

@@ -3,7 +3,7 @@ change batch touches are found by a few prefix scans, never by a scan of all tra
 
 It lives in its own KV beside the ledger (the ledger's state is written only by its worker; a
 replayer, the CLI or the replay agent, keeps the index it needs and catches it up from the ledger's
-``G`` rows, the traces in order of recording).
+``J`` rows, the traces in order of recording).
 
 Rows (``state.keys.pack`` parts):
 
@@ -57,7 +57,7 @@ def traces_using(store: LedgerStore, tenant: str, edge_id: str) -> list[str]:
 
 def traces_recorded(store: LedgerStore, tenant: str, after: tuple[int, str] | None = None) -> Iterator[Trace]:
     """The tenant's traces in order of recording; with ``after`` (tx_at, trace_id), only later ones."""
-    prefix = b"G" + pack(tenant)
+    prefix = b"J" + pack(tenant)
     start = prefix + encode_int(after[0]) if after is not None else None
     for key, _ in store.kv.scan(prefix, start=start):
         _, tx_at, trace_id = unpack(key[1:])

@@ -164,3 +164,13 @@ def test_the_index_catches_up_once_and_records_why_a_read_set_is_unknown(scenari
 ])
 def test_verdicts(before: Answer, after: Answer, verdict: str) -> None:
     assert verdict_of(before, after) == verdict
+
+
+def test_the_traces_recording_order_rows_leave_the_workers_bookkeeping_alone() -> None:
+    """A worker keeps its input offsets in the ledger's own KV: the trace rows must not read as offsets."""
+    from state.pipeline_store import PipelineStore
+
+    ledger = Ledger()
+    organisation(ledger)
+    ledger.send(*TRACES)
+    assert PipelineStore(ledger.kv).input_offsets() == {}
