@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from processors.model import Correction, EdgeVersion
+from processors.model import Correction, EdgeVersion, Trace
 from processors.queries import QueryEngine
-from processors.trace_replay import Replay, ranked, read_set_of, replay_trace, touched_traces
+from processors.trace_replay import Replay, affects, ranked, read_set_of, replay_trace, touched_traces
 from state import codec
 from state.keys import encode_int, pack
 from state.store import LedgerStore
@@ -38,15 +38,36 @@ def corrections_in(store: LedgerStore, tenant: str, since: int | None, until: in
             if (since is None or c.tx_at > since) and c.tx_at <= until]
 
 
-def catch_up(store: LedgerStore, index: TraceIndex, engine: QueryEngine, tenant: str) -> int:
-    return index.catch_up(store, tenant, lambda trace: read_set_of(engine, trace))
+def catch_up(store: LedgerStore, index: TraceIndex, engine: QueryEngine, tenant: str,
+             indexed: list[Trace] | None = None) -> int:
+    return index.catch_up(store, tenant, lambda trace: read_set_of(engine, trace), indexed=indexed)
+
+
+def versions_read_by(store: LedgerStore, index: TraceIndex, trace: Trace, until: int) -> list[EdgeVersion]:
+    """The versions on the trace's read set that affect it by ``until``: for a trace recorded after
+    changes that its older ``known_at`` did not see, which a window of later changes would miss."""
+    read = (index.read_set(trace.tenant, trace.trace_id) or {}).get("read_set") or []
+    assert isinstance(read, list)
+    found: dict[str, EdgeVersion] = {}
+    for node, rel, direction in read:
+        for version in store.iter_adjacent(trace.tenant, node, rel, "out" if direction == "out" else "in", until):
+            known = version.as_known_at(until)
+            if known is not None and affects(known, trace, until):
+                found[known.edge_id] = known
+    return list(found.values())
 
 
 def replays_of(store: LedgerStore, index: TraceIndex, engine: QueryEngine, versions: Iterable[EdgeVersion],
-               corrections: Iterable[Correction], known_at: int) -> list[Replay]:
-    """Every trace the versions affect, replayed with knowledge as of ``known_at``, ranked."""
+               corrections: Iterable[Correction], known_at: int, recorded: Iterable[Trace] = ()) -> list[Replay]:
+    """Every trace the versions affect, and every trace in ``recorded`` (just indexed) that earlier
+    changes affect, replayed with knowledge as of ``known_at``, ranked."""
     found = touched_traces(versions, index.traces_reading, lambda t, e: traces_using(store, t, e),
                            lambda t, i: trace_of(store, t, i), known_at)
+    for trace in recorded:
+        earlier = versions_read_by(store, index, trace, known_at)
+        if earlier and trace.tx_at <= known_at:
+            hit = found.setdefault((trace.tenant, trace.trace_id), (trace, []))
+            hit[1].extend(v for v in earlier if v.edge_id not in {h.edge_id for h in hit[1]})
     listed = list(corrections)
     return ranked(replay_trace(engine, trace, touching, listed, known_at) for trace, touching in found.values())
 

@@ -85,9 +85,11 @@ class TraceIndex:
         tx_at, trace_id = orjson.loads(raw)
         return int(tx_at), str(trace_id)
 
-    def catch_up(self, store: LedgerStore, tenant: str, read_set_of: ReadSetOf, batch: int = 1_000) -> int:
-        """Index the tenant's traces recorded since the last one indexed; how many. Each batch of rows
-        is written with the mark of its last trace, so a crash re-derives at most one batch."""
+    def catch_up(self, store: LedgerStore, tenant: str, read_set_of: ReadSetOf, batch: int = 1_000,
+                 indexed: list[Trace] | None = None) -> int:
+        """Index the tenant's traces recorded since the last one indexed; how many (and, into
+        ``indexed``, which). Each batch of rows is written with the mark of its last trace, so a crash
+        re-derives at most one batch."""
         count = 0
         puts: list[tuple[bytes, bytes]] = []
         last: tuple[int, str] | None = None
@@ -95,6 +97,8 @@ class TraceIndex:
             puts += self.rows(trace, read_set_of)
             last = (trace.tx_at, trace.trace_id)
             count += 1
+            if indexed is not None:
+                indexed.append(trace)
             if count % batch == 0:
                 self.kv.write([*puts, (self._mark(tenant), orjson.dumps(last))])
                 puts = []

@@ -22,6 +22,7 @@ from pathlib import Path
 import faust
 import orjson
 
+from processors.model import Trace
 from processors.queries import QueryEngine
 from schemas.ontology import Ontology, default_ontology
 from schemas.topics import Topic
@@ -71,9 +72,10 @@ class BatchReplayer:
             return []  # a marker seen again after a restart: its replays were delivered
         store = self.follower.store
         engine = QueryEngine(store, self.ontology)
-        catch_up(store, self.index, engine, tenant)
+        recorded: list[Trace] = []
+        catch_up(store, self.index, engine, tenant, recorded)
         replays = replays_of(store, self.index, engine, changed_versions(store, tenant, since, last_tx),
-                             corrections_in(store, tenant, since, last_tx), last_tx)
+                             corrections_in(store, tenant, _earliest(since, recorded), last_tx), last_tx, recorded)
         messages: list[Message] = []
         for rank, replay in enumerate(replays):
             record = {"record_id": f"{tenant}/{batch}/{replay.trace.trace_id}", "batch": batch, "rank": rank,
@@ -83,6 +85,14 @@ class BatchReplayer:
 
     def done(self, tenant: str, last_tx: int) -> None:
         self.kv.write([(self._mark(tenant), str(last_tx).encode())])
+
+
+def _earliest(since: int | None, recorded: list[Trace]) -> int | None:
+    """Where the corrections to name begin: the window's start, or a new trace's older ``known_at``."""
+    if not recorded:
+        return since
+    oldest = min(trace.known_at for trace in recorded)
+    return oldest if since is None else min(since, oldest)
 
 
 def build_replay_app(bootstrap: str, state: Path, topics: TopicSettings, group: str = "edgeledger-replay",
