@@ -78,3 +78,19 @@ def replays_since(store: LedgerStore, index: TraceIndex, engine: QueryEngine, te
     catch_up(store, index, engine, tenant)
     return replays_of(store, index, engine, changed_versions(store, tenant, since, known_at),
                       corrections_in(store, tenant, since, known_at), known_at)
+
+
+def replay_one(store: LedgerStore, index: TraceIndex, engine: QueryEngine, trace: Trace,
+               known_at: int) -> Replay | None:
+    """The trace's replay as of ``known_at`` if a change after its ``known_at`` touched it (judged on
+    its own read set and the edges it used, not on the tenant's changes), else None."""
+    touched = {v.edge_id: v for v in versions_read_by(store, index, trace, known_at)}
+    for edge_id in trace.edge_ids or ():
+        version = store.version(trace.tenant, edge_id)
+        known = version.as_known_at(known_at) if version is not None else None
+        if known is not None and affects(known, trace, known_at):
+            touched[edge_id] = known
+    if not touched or trace.tx_at > known_at:
+        return None
+    return replay_trace(engine, trace, touched.values(),
+                        corrections_in(store, trace.tenant, trace.known_at, known_at), known_at)

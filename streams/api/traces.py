@@ -24,12 +24,13 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from processors.queries import QueryEngine
+from processors.query_requests import instant_param
 from schemas.bounds import TENANT_PATTERN
 from schemas.events import TraceEvent
 from schemas.results import QueryResult
 from schemas.times import format_micros
 from state.kv import MemoryKV
-from state.replays import catch_up, replays_since
+from state.replays import catch_up, replay_one, replays_since
 from state.trace_index import TraceIndex, trace_of
 from streams.kafka.config import producer_config
 from streams.kafka.topics import TopicSettings
@@ -142,7 +143,6 @@ def add_trace_routes(app: FastAPI, service: Any, sink: TraceSink, wall_clock: An
     @app.get("/v1/tenants/{tenant}/traces/replay", tags=["traces"], operation_id="replay_traces",
              summary="Recorded answers later changes touched, re-run and diffed, ranked")
     def replay(tenant: Tenant, since: str | None = None, known_at: str | None = None) -> JSONResponse:
-        from processors.query_requests import instant_param
         start = instant_param(since, "since")
         known = instant_param(known_at, "known_at")
         with service.lock:
@@ -162,8 +162,7 @@ def add_trace_routes(app: FastAPI, service: Any, sink: TraceSink, wall_clock: An
             trace = trace_of(store, tenant, trace_id)
             if trace is None:
                 return JSONResponse(status_code=404, content={"detail": f"no trace {trace_id!r}", "errors": []})
-            replays = replays_since(store, index, engine(), tenant, trace.known_at, now)
-            replay = next((r for r in replays if r.trace.trace_id == trace_id), None)
+            replay = replay_one(store, index, engine(), trace, now)
             return JSONResponse({
                 "trace_id": trace.trace_id, "tenant": trace.tenant, "action": trace.action, "query": trace.query,
                 "valid_at": format_micros(trace.valid_at), "known_at": format_micros(trace.known_at),

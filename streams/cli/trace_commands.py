@@ -20,7 +20,7 @@ from schemas.slo import slo_or_default
 from schemas.times import format_micros
 from state.kv import MemoryKV, RocksKV
 from state.open import reading
-from state.replays import catch_up, replays_since
+from state.replays import catch_up, replay_one, replays_since
 from state.store import LedgerStore
 from state.trace_index import TraceIndex, index_path, trace_of
 from streams.cli.options import (
@@ -103,10 +103,9 @@ def show_item(state: Path, tenant: str, trace_id: str, known: int, ontology: Ont
         trace = trace_of(store, tenant, trace_id)
         if trace is None or trace.tx_at > known:
             raise CliError(f"no trace {trace_id!r} for tenant {tenant!r}")
-        replays = {r.trace.trace_id: r for r in replays_since(store, index, engine, tenant, trace.known_at, known)}
         item = trace_json(trace)
         item["read"] = index.read_set(tenant, trace_id)
-        replay = replays.get(trace_id)
+        replay = replay_one(store, index, engine, trace, known)
         item["replay"] = replay.as_json() if replay is not None else None
         return item
 
