@@ -2,7 +2,7 @@
 
 Events go to standard output as JSON lines, for ``edgeledger load -`` or ``produce -``; dead letters
 to ``--dead-letters FILE`` (else to standard error, one JSON object a line); the counts, one JSON
-object, last on standard error.
+object, last on standard error. Streaming (``adapt debezium --bootstrap``) produces both to Kafka.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from schemas.bounds import TENANT_PATTERN
 from schemas.feed_mapping import FeedMapping, load_mapping
 from schemas.ontology import Ontology
 from schemas.times import parse_micros
-from streams.cli.options import OntologyFile, ontology_from
+from streams.cli.options import ConsumerOptions, OntologyFile, ontology_from
 from streams.feeds.files import JsonLines, Sinks, modified_micros
 
 adapt_app = typer.Typer(no_args_is_help=True, help=(
@@ -64,6 +64,20 @@ def debezium(
         help="Files of Debezium records, one JSON object a line (the Kafka record values).")] = None,
     dead_letters: DeadLetters = None,
     ontology: OntologyFile = None,
+    bootstrap: Annotated[str | None, typer.Option(
+        "--bootstrap", help="Consume the Debezium topics (--topic) of this Kafka cluster instead of files, and "
+                            "produce to source-changes, source-heartbeats and dead-letter.")] = None,
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", help="A Debezium topic to consume (repeatable).")] = None,
+    group: Annotated[str | None, typer.Option(
+        "--group", help="Consumer group (its committed offsets say where to resume). Default: "
+                        "edgeledger-adapt-<system>.")] = None,
+    topic_prefix: Annotated[str, typer.Option("--topic-prefix", help="Prefix of the ledger's topics.")] = "edgeledger.",
+    heartbeat_interval: Annotated[float, typer.Option(
+        "--heartbeat-interval", min=0.1, help="Seconds between heartbeats while streaming.")] = 30.0,
+    exit_when_idle: Annotated[float | None, typer.Option(
+        "--exit-when-idle", help="Stop after this many seconds with nothing to read (backfills, tests).")] = None,
+    consumer_option: ConsumerOptions = None,
 ) -> None:
     """Debezium change events (c/u/d/r, with or without the schema wrapper) into change events."""
     from processors.feeds.debezium import DebeziumAdapter
@@ -71,8 +85,22 @@ def debezium(
 
     feed, vocabulary = _mapping(mapping, ontology)
     adapter = DebeziumAdapter(feed, tenant, vocabulary)
+    if bootstrap is not None:
+        if files:
+            raise typer.BadParameter("give files or --bootstrap, not both", param_hint="FILES")
+        if not topic:
+            raise typer.BadParameter("--bootstrap needs at least one --topic", param_hint="'--topic'")
+        from streams.cli.options import consumer_settings, given_bootstrap
+        from streams.feeds.stream import StreamSettings, adapt_stream
+
+        settings = StreamSettings(
+            bootstrap=given_bootstrap(bootstrap), topics=tuple(topic), group=group or f"edgeledger-adapt-{feed.system}",
+            topic_prefix=topic_prefix, heartbeat_interval=heartbeat_interval, exit_when_idle=exit_when_idle,
+            consumer_overrides=consumer_settings(consumer_option))
+        _report(adapt_stream(adapter, settings))
+        return
     if not files:
-        raise typer.BadParameter("give the Debezium files to read", param_hint="FILES")
+        raise typer.BadParameter("give the Debezium files to read, or --bootstrap and --topic", param_hint="FILES")
     for path in files:
         if not path.is_file():
             raise FileNotFoundError(f"no such file: {path}")

@@ -172,7 +172,9 @@ def test_bad_rows_are_dead_lettered_with_their_reasons_and_the_rest_flows(tmp_pa
 @pytest.mark.parametrize(("args", "says"), [
     (["debezium", "--mapping", CMDB, "--tenant", "no tenant"], "a tenant is 1 to 128"),
     (["debezium", "--mapping", CMDB, "--tenant", "acme"], "give the Debezium files"),
-
+    (["debezium", "--mapping", CMDB, "--tenant", "acme", "--bootstrap", "b:9092"], "at least one --topic"),
+    (["debezium", "--mapping", CMDB, "--tenant", "acme", "--bootstrap", "b:9092", "--topic", "t", "f.jsonl"],
+     "files or --bootstrap, not both"),
     (["csv", "--mapping", HR, "--tenant", "acme", "--table", "people", str(DATA / "hr-2026-04-01.csv")],
      "'people' is not a table of the mapping"),
     (["csv", "--mapping", CMDB, "--tenant", "acme", str(DATA / "hr-2026-04-01.csv")], "name one"),
