@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import string
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # no stubs; only safe_load is used
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -32,9 +32,9 @@ from pydantic import (
 from schemas.config_files import ConfigFileError, validation_summary
 from schemas.ontology import Ontology
 
-SELF = "self"
+SELF: Final = "self"
 """An edge end that is the row's own entity."""
-OTHER = "other"
+OTHER: Final = "other"
 """The relationship a value outside a relationship map becomes, with the source's wording as its phrase."""
 DEFAULT_POSITION_FIELDS = ("lsn", "commit_lsn", "change_lsn", "event_serial_no", "scn", "file", "pos", "row", "ord")
 """Debezium ``source`` fields that say where a change sits in its database's log (PostgreSQL, SQL

@@ -18,90 +18,24 @@ position) and ``ts_ms``. How each becomes an event:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
+from processors.feeds.envelope import ENVELOPE, ChangeRecord, decode, parse_record, schema_unit, shown
 from processors.feeds.holding import Holding
 from processors.feeds.output import EventWriter, FeedCounts, Origin, Output, digest
-from processors.feeds.rules import DEBEZIUM_TIME_UNITS, InstantReader, Row, RowRefused, Unresolved, iso_of_millis
-from processors.feeds.statements import Directory, Statement, TableReader, diff
+from processors.feeds.rules import InstantReader, Mention, Row, RowRefused, Unresolved, iso_of_millis
+from processors.feeds.statements import Directory, DirectoryEntry, Statement, TableReader, diff
 from processors.vocabulary import Vocabulary
 from schemas.feed_mapping import FeedMapping
 from schemas.ontology import Ontology
-
-ENVELOPE = "debezium envelope"
-"""The rule a record breaks when it is not a Debezium change event at all."""
-
-
-class ChangeRecord(NamedTuple):
-    table: str
-    op: str
-    before: Row | None
-    after: Row | None
-    ts_ms: int
-    source: dict[str, object]
-    schema: object
 
 
 class _Waiting(NamedTuple):
     record: ChangeRecord
     origin: Origin
-    document: object
-
-
-def decode(document: object) -> ChangeRecord | None:
-    """The change a Debezium record carries; ``None`` for one that changes no row (a tombstone, a
-    logical-decoding message). ``RowRefused`` for anything else."""
-    if document is None:
-        return None
-    if not isinstance(document, dict):
-        raise RowRefused(ENVELOPE, f"a record is a JSON object, not {_kind(document)}")
-    schema = None
-    if "payload" in document and "schema" in document:
-        schema, document = document["schema"], document["payload"]
-        if document is None:
-            return None
-        if not isinstance(document, dict):
-            raise RowRefused(ENVELOPE, f"payload is {_kind(document)}, not an object")
-    op = document.get("op")
-    if op == "m":
-        return None
-    if op == "t":
-        raise RowRefused(ENVELOPE, "a truncate names no rows, so it cannot say which records end: "
-                                   "snapshot the table again")
-    if op not in ("c", "u", "d", "r"):
-        raise RowRefused(ENVELOPE, f"op {op!r} is not one of c, u, d, r")
-    source = document.get("source")
-    if not isinstance(source, dict) or not isinstance(source.get("table"), str) or not source["table"]:
-        raise RowRefused(ENVELOPE, "no source.table: the record does not say which table it changes")
-    ts_ms = document.get("ts_ms", source.get("ts_ms"))
-    if not isinstance(ts_ms, int) or isinstance(ts_ms, bool):
-        raise RowRefused(ENVELOPE, "no ts_ms: the record does not say when the change was seen")
-    before, after = document.get("before"), document.get("after")
-    for image, value in (("before", before), ("after", after)):
-        if value is not None and not isinstance(value, dict):
-            raise RowRefused(ENVELOPE, f"{image} is {_kind(value)}, not a row")
-    if op == "d" and before is None:
-        raise RowRefused(ENVELOPE, "a delete without 'before' names no row")
-    if op != "d" and after is None:
-        raise RowRefused(ENVELOPE, f"op {op!r} without 'after' gives no row")
-    return ChangeRecord(source["table"], op, before, after, ts_ms, source, schema)
-
-
-def _kind(value: object) -> str:
-    return {list: "a list", str: "a string", dict: "an object"}.get(type(value), f"a {type(value).__name__}")
-
-
-def schema_unit(schema: object, column: str) -> str | None:
-    """The unit of a number in ``column`` by the record's schema (``io.debezium.time.MicroTimestamp``)."""
-    fields = schema.get("fields") if isinstance(schema, dict) else None
-    for image in fields if isinstance(fields, list) else ():
-        if isinstance(image, dict) and image.get("field") == "after" and isinstance(image.get("fields"), list):
-            for field in image["fields"]:
-                if isinstance(field, dict) and field.get("field") == column:
-                    return DEBEZIUM_TIME_UNITS.get(str(field.get("name")))
-    return None
+    document: Any
 
 
 class DebeziumAdapter:
@@ -124,6 +58,9 @@ class DebeziumAdapter:
         self.writer = EventWriter(tenant, mapping.system)
         self.counts = FeedCounts()
         self.holding: Holding[_Waiting] = Holding()
+        self._entity_read: Mention | None = None
+        self._entity_read_of: Row | None = None
+        """The last image whose entity the directory read, and that entity: mapping it need not read it again."""
         self.latest_ts_ms: int | None = None
         """The newest change time read: a heartbeat after a file says the source was alive then."""
 
@@ -132,7 +69,7 @@ class DebeziumAdapter:
         self.counts.rows += 1
         out: list[Output] = []
         try:
-            document = orjson.loads(raw)
+            document = parse_record(raw)
         except orjson.JSONDecodeError as error:
             text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
             self._dead(out, origin, None, ENVELOPE, f"not JSON: {error}", original=text)
@@ -140,29 +77,32 @@ class DebeziumAdapter:
         try:
             record = decode(document)
         except RowRefused as refused:
-            self._dead(out, origin, None, refused.rule, refused.reason, document)
+            self._dead(out, origin, None, refused.rule, refused.reason, shown(document))
             return out
         if record is None:
             self.counts.unchanged += 1
             return out
         reader = self.readers.get(record.table)
         if reader is None:
-            self._dead(out, origin, record.table, "tables", f"table {record.table!r} is not in the mapping", document)
+            self._dead(out, origin, record.table, "tables", f"table {record.table!r} is not in the mapping",
+                       shown(document))
             return out
         if self.latest_ts_ms is None or record.ts_ms > self.latest_ts_ms:
             self.latest_ts_ms = record.ts_ms
         try:
             key = reader.key(record.before if record.op == "d" else record.after)  # type: ignore[arg-type]
         except RowRefused as refused:
-            self._dead(out, origin, record.table, refused.rule, refused.reason, document)
+            self._dead(out, origin, record.table, refused.rule, refused.reason, shown(document))
             return out
-        waiting = _Waiting(record, origin, document)
+        entry = self._entry(reader, record, key)
+        waiting = _Waiting(record, origin, shown(document))
         if self.holding.blocked((record.table, key)):
             self.holding.hold((record.table, key), waiting, None)
             self.counts.held += 1
         elif not self._settle(waiting, out):
             self.counts.held += 1
-        self._learn(reader, record, key, origin, out)
+        if entry is not None:
+            self._remember(record.table, key, entry, origin, out)
         return out
 
     def learn(self, raw: bytes | str, origin: Origin) -> list[Output]:
@@ -170,7 +110,7 @@ class DebeziumAdapter:
         waiting rows say."""
         out: list[Output] = []
         try:
-            record = decode(orjson.loads(raw))
+            record = decode(parse_record(raw))
         except (orjson.JSONDecodeError, RowRefused):
             return out  # the adapter reading it as a row dead-letters it
         reader = self.readers.get(record.table) if record is not None else None
@@ -180,7 +120,9 @@ class DebeziumAdapter:
             key = reader.key(record.before if record.op == "d" else record.after)  # type: ignore[arg-type]
         except RowRefused:
             return out
-        self._learn(reader, record, key, origin, out)
+        entry = self._entry(reader, record, key)
+        if entry is not None:
+            self._remember(record.table, key, entry, origin, out)
         return out
 
     def finish(self) -> list[Output]:
@@ -201,20 +143,25 @@ class DebeziumAdapter:
     def waiting_origins(self) -> list[Origin]:
         return [waiting.origin for waiting in self.holding.items()]
 
-    def _learn(self, reader: TableReader, record: ChangeRecord, key: str, origin: Origin, out: list[Output]) -> None:
+    def _entry(self, reader: TableReader, record: ChangeRecord, key: str) -> DirectoryEntry | None:
+        """The entity a row of a referenced table names, for the directory; ``None`` for other tables."""
         if record.table not in self.referenced:
-            return
+            return None
         image = record.after
         if image is None:
             # A deleted row keeps the entity it had, so a late reference to it still resolves; its old
             # image names it only when nothing better is known (it may hold the key alone).
             if (record.table, key) in self.directory.entries:
-                return
+                return None
             image = record.before
         assert image is not None
-        order = (origin.partition or 0, origin.position)
-        if self.directory.learn(record.table, key, reader.directory_entry(image), order):
-            self._release((record.table, key), out)
+        entry = reader.directory_entry(image)
+        self._entity_read, self._entity_read_of = entry[0], image
+        return entry
+
+    def _remember(self, table: str, key: str, entry: DirectoryEntry, origin: Origin, out: list[Output]) -> None:
+        if self.directory.learn(table, key, entry, (origin.partition or 0, origin.position)):
+            self._release((table, key), out)
 
     def _release(self, referenced: tuple[str, str], out: list[Output]) -> None:
         for record_key in self.holding.ready(referenced):
@@ -264,42 +211,49 @@ class DebeziumAdapter:
     def _change(self, record: ChangeRecord, origin: Origin) -> dict[str, object] | None:
         """The event a change makes, or ``None`` when it changes nothing."""
         reader = self.readers[record.table]
-        detected_at = iso_of_millis(record.ts_ms)
-        event_id = f"{self.system}-{record.table}-" + digest(record.table, record.op, record.source or record.ts_ms,
-                                                              record.before, record.after)
         if record.op == "d":
             assert record.before is not None
             if not reader.edges:
                 return None
-            return self.writer.change(event_id, f"{record.table}/{reader.key(record.before)}",
+            detected_at = iso_of_millis(record.ts_ms)
+            return self.writer.change(self._event_id(record), f"{record.table}/{reader.key(record.before)}",
                                       self._position(record), detected_at, [], None, [], None,
                                       snapshot_from=detected_at)
-        assert record.after is not None
-        after = reader.statement(record.after, self._effective(record, record.after) or detected_at)
-        version = after.version or self._position(record)
-        record_name = f"{record.table}/{after.key}"
-        valid_from = after.effective
-        before = self._before(reader, record) if record.op == "u" else None
+        after_row = record.after
+        assert after_row is not None
+        before_row = record.before if record.op == "u" else None
+        if before_row is not None and reader.states_the_same(before_row, after_row):
+            return None  # Speed: most updates touch columns no rule reads; nothing to map
+        detected_at = iso_of_millis(record.ts_ms)
+        after = reader.statement(after_row, self._effective(record, after_row) or detected_at,
+                                 self._entity_read if self._entity_read_of is after_row else None)
+        before = self._before(reader, before_row, after.key) if before_row is not None else None
         if record.op == "c" or before is not None:
             asserted, retracted = diff(before, after)
             if not asserted and not retracted:
                 return None
-            return self.writer.change(event_id, record_name, version, detected_at, asserted, valid_from,
-                                      retracted, valid_from)
+            return self.writer.change(self._event_id(record), f"{record.table}/{after.key}",
+                                      after.version or self._position(record), detected_at, asserted,
+                                      after.effective, retracted, after.effective)
         if not reader.edges:
             return None
-        return self.writer.change(event_id, record_name, version, detected_at, list(after.edges.values()),
-                                  valid_from, [], None, snapshot_from=valid_from)
+        return self.writer.change(self._event_id(record), f"{record.table}/{after.key}",
+                                  after.version or self._position(record), detected_at,
+                                  list(after.edges.values()), after.effective, [], None,
+                                  snapshot_from=after.effective)
 
-    def _before(self, reader: TableReader, record: ChangeRecord) -> Statement | None:
+    def _event_id(self, record: ChangeRecord) -> str:
+        return f"{self.system}-{record.table}-" + digest(record.table, record.op, record.source or record.ts_ms,
+                                                         record.before, record.after)
+
+    @staticmethod
+    def _before(reader: TableReader, before_row: Row, key: str) -> Statement | None:
         """What the old image stated; ``None`` when it cannot be read (then the update is a snapshot)."""
-        if record.before is None:
-            return None
         try:
-            before = reader.statement(record.before, None)
+            before = reader.statement(before_row, None)
         except (RowRefused, Unresolved):
             return None
-        return before if before.key == reader.key(record.after or {}) else None
+        return before if before.key == key else None
 
     def _effective(self, record: ChangeRecord, row: Row) -> str | None:
         instant = self.effective.get(record.table)

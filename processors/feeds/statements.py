@@ -116,6 +116,9 @@ class EdgeReader:
         self.dst = _End(edge.dst, f"{rule}.dst")
         self.evidence_columns = edge.columns() if edge.evidence is None else template_columns(edge.evidence)
         self.evidence_template = edge.evidence
+        self.evidence_labels = [(column, column + "=") for column in self.evidence_columns]
+        self.evidence_prefix = table + " "
+        self.rel_rule = f"{rule}.rel"
 
     def read(self, row: Row, key: str, own: Mention | None, directory: Directory) -> Edge | None:
         rel, phrase, reverse = self._relationship(row)
@@ -133,23 +136,24 @@ class EdgeReader:
         if self.fixed_rel is not None:
             return self.fixed_rel, None, False
         assert self.rel_column is not None and self.rels is not None
-        wording = text_of(row, self.rel_column, f"{self.rule}.rel")
+        wording = text_of(row, self.rel_column, self.rel_rule)
         if wording is None:
             return None, None, False
         mapped = self.rels.get(wording)
         if mapped is None:  # kept as the source said it, for review of what the vocabulary lacks
-            return OTHER, bounded_name(wording, f"{self.rule}.rel", "the relationship's wording"), False
+            return OTHER, bounded_name(wording, self.rel_rule, "the relationship's wording"), False
         if isinstance(mapped, Relationship):
             return mapped.rel, None, mapped.reverse
         return str(mapped), None, False
 
     def _evidence(self, row: Row, key: str) -> str:
-        values = {column: text_of(row, column, self.rule) for column in self.evidence_columns}
         if self.evidence_template is not None:
-            text = self.evidence_template.format_map({c: v or "" for c, v in values.items()})
-        else:
-            text = f"{self.table} {key}: " + ", ".join(f"{c}={v}" for c, v in values.items() if v is not None)
-        return text[:MAX_TEXT]
+            values = {column: text_of(row, column, self.rule) or "" for column in self.evidence_columns}
+            return self.evidence_template.format_map(values)[:MAX_TEXT]
+        rule = self.rule
+        stated = [label + value for column, label in self.evidence_labels
+                  if (value := text_of(row, column, rule)) is not None]
+        return (self.evidence_prefix + key + ": " + ", ".join(stated))[:MAX_TEXT]
 
 
 class TableReader:
@@ -164,6 +168,10 @@ class TableReader:
         self.version_column = rule.version
         self.vocabulary = vocabulary
         self.directory = directory
+        self._violations: dict[tuple[str, str, str, bool], str | None] = {}
+        unread = {rule.version, rule.effective.column if rule.effective else None}
+        self.stating_columns = tuple(column for column in rule.columns() if column not in unread)
+        """The columns that decide what a row states: two images equal on them state the same."""
 
     def key(self, row: Row) -> str:
         key = text_of(row, self.key_column, f"{self.where}.key")
@@ -171,22 +179,37 @@ class TableReader:
             raise RowRefused(f"{self.where}.key", f"{self.key_column} is empty: the row names no record")
         return key
 
-    def statement(self, row: Row, effective: str | None) -> Statement:
+    def statement(self, row: Row, effective: str | None, own: Mention | None = None) -> Statement:
         """What the row states; ``effective`` is its effective instant, read by the caller (its unit
-        may come from the feed's schema). Raises ``RowRefused`` or ``Unresolved``."""
+        may come from the feed's schema); ``own``, its entity when the caller read it already.
+        Raises ``RowRefused`` or ``Unresolved``."""
         key = self.key(row)
-        own = self.own_entity(row)
+        if own is None:
+            own = self.own_entity(row)
         edges: dict[EdgeKey, Edge] = {}
         for reader in self.edges:
             edge = reader.read(row, key, own, self.directory)
             if edge is None:
                 continue
-            violation = self.vocabulary.violation(str(edge.src["type"]), edge.rel, str(edge.dst["type"]), edge.phrase)
+            violation = self._violation(edge)
             if violation:
                 raise RowRefused(reader.rule, f"ontology: {violation}")
             edges[(edge.rel, edge.phrase, identity(edge.src), identity(edge.dst))] = edge
         version = text_of(row, self.version_column, f"{self.where}.version") if self.version_column else None
         return Statement(key, own, edges, effective, version)
+
+    def _violation(self, edge: Edge) -> str | None:
+        """The vocabulary's objection to an edge; the few type and relationship combinations of a
+        feed are asked once each."""
+        shape = (str(edge.src["type"]), edge.rel, str(edge.dst["type"]), edge.phrase is not None)
+        if shape not in self._violations:
+            self._violations[shape] = self.vocabulary.violation(shape[0], shape[1], shape[2], edge.phrase)
+        return self._violations[shape]
+
+    def states_the_same(self, before: Row, after: Row) -> bool:
+        """Whether two images agree on every column that decides what a row states (an update of a
+        timestamp alone states nothing new)."""
+        return all(before.get(column) == after.get(column) for column in self.stating_columns)
 
     def own_entity(self, row: Row) -> Mention | None:
         if self.entity is None:

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import orjson
@@ -55,7 +55,7 @@ class StreamSettings:
     topic_prefix: str = "edgeledger."
     heartbeat_interval: float = 30.0
     exit_when_idle: float | None = None
-    consumer_overrides: dict[str, str | int] = field(default_factory=dict)
+    consumer_overrides: Mapping[str, str | int] = field(default_factory=dict)
     batch_size: int = 1000
     broker_timeout: float = 60.0
 
@@ -101,13 +101,13 @@ def _rounds(adapter: DebeziumAdapter, settings: StreamSettings, consumer: Consum
             if _failed(message):
                 continue
             watch.reached()
-            origin = Origin(message.topic(), message.partition(), message.offset())
-            outputs += adapter.take(message.value() or b"null", origin)
-            next_offsets[(message.topic(), message.partition())] = message.offset() + 1
+            origin = _origin(message)
+            outputs += adapter.take(message.value() or b"null", origin)  # a tombstone has no value
+            next_offsets[(origin.name, origin.partition or 0)] = origin.position + 1
         for message in follower.consume(settings.batch_size, timeout=0):
-            if not _failed(message) and message.value() is not None:
-                outputs += adapter.learn(message.value(), Origin(message.topic(), message.partition(),
-                                                                 message.offset()))
+            value = message.value()
+            if not _failed(message) and value is not None:
+                outputs += adapter.learn(value, _origin(message))
         now = wall_clock()
         if now >= next_heartbeat:
             adapter.counts.heartbeats += 1
@@ -165,10 +165,15 @@ def _catch_up(adapter: DebeziumAdapter, follower: Consumer, settings: StreamSett
             error = message.error()
             if error is not None and error.code() == KafkaError._PARTITION_EOF:
                 unread.discard((message.topic(), message.partition()))
-            elif error is None and message.value() is not None:
-                adapter.learn(message.value(), Origin(message.topic(), message.partition(), message.offset()))
+            elif error is None and (value := message.value()) is not None:
+                adapter.learn(value, _origin(message))
     log.info("adapter %s: directory read from %d partitions (%d entities)", adapter.system, len(partitions),
              len(adapter.directory.entries))
+
+
+def _origin(message: Message) -> Origin:
+    """Where a consumed record was read (a record, not an error, always has all three)."""
+    return Origin(message.topic() or "", message.partition() or 0, message.offset() or 0)
 
 
 def _failed(message: Message) -> bool:

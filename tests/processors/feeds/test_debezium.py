@@ -3,6 +3,7 @@ the rows they refer to, bad rows dead-lettered with rule and reason, and counts 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,8 @@ import orjson
 import pytest
 import yaml
 
-from processors.feeds.debezium import DebeziumAdapter, decode
+from processors.feeds.debezium import DebeziumAdapter
+from processors.feeds.envelope import decode
 from processors.feeds.output import Origin
 from processors.feeds.rules import RowRefused
 from schemas.events import ChangeEvent, validate_event
@@ -276,3 +278,23 @@ def test_a_changed_name_restates_the_edges_with_the_new_name() -> None:
     [event] = feed.events
     assert event["retract"] == [] and event["assert"][0]["src"]["name"] == "Payments Gateway"
     assert ChangeEvent.model_validate(event).assert_[0].evidence == "cmdb_ci CI1: support_group=G-ANA"
+
+
+@pytest.mark.parametrize("layout", ["schema first, compact", "schema first, spaced", "payload first",
+                                    "a schema naming a payload key"])
+def test_a_wrapped_record_reads_the_same_however_its_wrapper_is_laid_out(layout: str) -> None:
+    payload = orjson.loads(record("cmdb_ci", "c", None, ci("CI1", updated=1_775_001_600_000), lsn=9))
+    schema: dict[str, Any] = {"type": "struct", "fields": [{"field": "after", "type": "struct", "fields": [
+        {"field": "sys_updated_on", "type": "int64", "name": "io.debezium.time.Timestamp"}]}]}
+    if layout == "a schema naming a payload key":
+        schema["parameters"] = {"payload": "x"}
+    line = {
+        "schema first, compact": orjson.dumps({"schema": schema, "payload": payload}),
+        "schema first, spaced": json.dumps({"schema": schema, "payload": payload}).encode(),
+        "payload first": orjson.dumps({"payload": payload, "schema": schema}),
+        "a schema naming a payload key": orjson.dumps({"schema": schema, "payload": payload}),
+    }[layout]
+
+    [event] = with_groups().take(line).events
+
+    assert edges(event["assert"]) == [("cmdb:CI1", "owned_by", "hr:T-ANA", "2026-04-01T00:00:00Z")]
