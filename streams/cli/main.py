@@ -12,6 +12,7 @@ from schemas.config_files import validation_summary
 from streams.cli import broker_command, pipeline_commands, read_commands
 from streams.cli.adapt import adapt_app
 from streams.cli.freshness import freshness_app
+from streams.cli.generate import generate
 from streams.cli.options import CliError
 
 app = typer.Typer(
@@ -47,6 +48,7 @@ app.add_typer(review_app, name="review")
 app.add_typer(traces_app, name="traces")
 app.add_typer(freshness_app)
 app.add_typer(adapt_app, name="adapt")
+app.command()(generate)
 
 
 def main() -> None:
