@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import orjson
@@ -25,6 +26,7 @@ from state.changes import versions_changed_since
 from streams.cli.main import app
 from streams.feeds.stream import StreamSettings, adapt_stream
 from streams.kafka.config import FAST_GROUP_OVERRIDES
+from streams.kafka.produce import Message as OutMessage
 from streams.kafka.produce import deliver, delivery_producer
 from streams.kafka.topics import TopicSettings
 from tests.support.harness import Ledger
@@ -155,3 +157,34 @@ def test_streamed_bad_rows_go_to_the_dead_letter_topic_and_heartbeats_flow(kafka
     beats = read_all(bootstrap, ledger_topics.name(Topic.SOURCE_HEARTBEATS))
     assert len(beats) == counts.heartbeats >= 1
     assert orjson.loads(beats[0].value())["source"] == {"system": "cmdb"}
+
+
+def test_a_round_that_was_not_delivered_is_not_committed_and_is_read_again(kafka_broker, monkeypatch) -> None:
+    bootstrap, run = kafka_broker.bootstrap, uuid.uuid4().hex[:8]
+    topic = f"cmdb{run}.public.cmdb_ci"
+    create_topics(bootstrap, [topic], partitions=1)
+    records = [(table, key, value) for table, key, value in debezium_records(DATA / "cmdb-debezium.jsonl")
+               if table in ("cmdb_ci", "sys_user_group") and value is not None]
+    deliver(delivery_producer(bootstrap), [(topic, key, value) for _, key, value in records])
+    ledger_topics = TopicSettings(prefix=f"led{run}.")
+    settings = StreamSettings(bootstrap, (topic,), f"adapt-{run}", ledger_topics.prefix, heartbeat_interval=3600,
+                              consumer_overrides=dict(FAST_GROUP_OVERRIDES))
+    import streams.feeds.stream as stream
+
+    def broker_lost_for_changes(producer: object, messages: Iterable[OutMessage], *args: object) -> int:
+        """Heartbeats go out; the round holding the first change events is never confirmed."""
+        messages = list(messages)
+        if any(b'"kind":"change"' in message[2] for message in messages):
+            raise RuntimeError(f"{len(messages)} of {len(messages)} records were not delivered: broker lost")
+        return deliver(producer, messages, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stream, "deliver", broker_lost_for_changes)
+    adapter = DebeziumAdapter(load_mapping(MAPPING, default_ontology()), "acme", default_ontology())
+    with pytest.raises(RuntimeError, match="not delivered"):
+        adapt_stream(adapter, settings, threading.Event())
+    monkeypatch.undo()
+
+    again = run_adapter(bootstrap, settings, len(records))  # the same group: nothing was committed
+
+    assert again.rows == len(records) and again.events == 6
+    assert len(read_all(bootstrap, ledger_topics.name(Topic.SOURCE_CHANGES))) == 6
