@@ -20,7 +20,7 @@ from schemas.bounds import TENANT_PATTERN
 from schemas.feed_mapping import FeedMapping, load_mapping
 from schemas.ontology import Ontology
 from schemas.times import parse_micros
-from streams.cli.options import ConsumerOptions, OntologyFile, ontology_from
+from streams.cli.options import BrokerTimeout, CliError, ConsumerOptions, OntologyFile, ontology_from
 from streams.feeds.files import JsonLines, Sinks, modified_micros
 
 adapt_app = typer.Typer(no_args_is_help=True, help=(
@@ -78,6 +78,7 @@ def debezium(
     exit_when_idle: Annotated[float | None, typer.Option(
         "--exit-when-idle", help="Stop after this many seconds with nothing to read (backfills, tests).")] = None,
     consumer_option: ConsumerOptions = None,
+    broker_timeout: BrokerTimeout = 60.0,
 ) -> None:
     """Debezium change events (c/u/d/r, with or without the schema wrapper) into change events."""
     from processors.feeds.debezium import DebeziumAdapter
@@ -92,12 +93,17 @@ def debezium(
             raise typer.BadParameter("--bootstrap needs at least one --topic", param_hint="'--topic'")
         from streams.cli.options import consumer_settings, given_bootstrap
         from streams.feeds.stream import StreamSettings, adapt_stream
+        from streams.kafka.liveness import BrokerUnreachable
 
         settings = StreamSettings(
             bootstrap=given_bootstrap(bootstrap), topics=tuple(topic), group=group or f"edgeledger-adapt-{feed.system}",
             topic_prefix=topic_prefix, heartbeat_interval=heartbeat_interval, exit_when_idle=exit_when_idle,
-            consumer_overrides=consumer_settings(consumer_option))
-        _report(adapt_stream(adapter, settings))
+            consumer_overrides=consumer_settings(consumer_option), broker_timeout=broker_timeout)
+        try:
+            counts = adapt_stream(adapter, settings)
+        except BrokerUnreachable as error:
+            raise CliError(str(error)) from None
+        _report(counts)
         return
     if not files:
         raise typer.BadParameter("give the Debezium files to read, or --bootstrap and --topic", param_hint="FILES")

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from processors.feeds.debezium import DebeziumAdapter
 from processors.feeds.output import FeedCounts, Origin, Output
 from schemas.times import format_micros
 from schemas.topics import Topic
-from streams.kafka.config import consumer_config
+from streams.kafka.config import ADMIN_DEFAULTS, LIBRDKAFKA_LOG, consumer_config
 from streams.kafka.liveness import BrokerWatch
 from streams.kafka.produce import Message as OutMessage
 from streams.kafka.produce import deliver, delivery_producer
@@ -43,6 +44,8 @@ from streams.kafka.topics import TopicSettings, ensure_topics
 
 log = logging.getLogger(__name__)
 
+OUTPUTS = (Topic.SOURCE_CHANGES, Topic.SOURCE_HEARTBEATS, Topic.DEAD_LETTER)
+"""The ledger's topics the adapter writes to: made when missing."""
 CATCH_UP_TIMEOUT = 120.0
 """Seconds the directory follower may take to read the Debezium topics to their end before the first round."""
 
@@ -66,8 +69,10 @@ def adapt_stream(adapter: DebeziumAdapter, settings: StreamSettings, stop: threa
     quiet that long; returns the counts."""
     stop = stop or _stop_on_signals()
     topics = TopicSettings(prefix=settings.topic_prefix)
-    ensure_topics(settings.bootstrap, topics, only=[Topic.SOURCE_CHANGES, Topic.SOURCE_HEARTBEATS, Topic.DEAD_LETTER])
     watch = BrokerWatch(settings.bootstrap, settings.broker_timeout)
+    admin = AdminClient({**ADMIN_DEFAULTS, "bootstrap.servers": settings.bootstrap, "logger": LIBRDKAFKA_LOG})
+    watch.reach(lambda: ensure_topics(admin, topics, timeout=min(5.0, settings.broker_timeout), only=OUTPUTS),
+                stop.is_set)  # tried again while the cluster is out of reach, for up to broker_timeout
     consumer = Consumer(consumer_config(settings.bootstrap, settings.group, error_cb=watch.error_cb,
                                         **settings.consumer_overrides))
     follower = Consumer(consumer_config(settings.bootstrap, f"{settings.group}-directory-{uuid.uuid4().hex[:8]}",
