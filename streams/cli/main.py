@@ -10,7 +10,9 @@ from pydantic import ValidationError
 from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
 from streams.cli import broker_command, pipeline_commands, read_commands, trace_commands
+from streams.cli.adapt import adapt_app
 from streams.cli.freshness import freshness_app
+from streams.cli.generate import generate
 from streams.cli.options import CliError
 
 app = typer.Typer(
@@ -49,6 +51,8 @@ app.command("ontology")(read_commands.show_ontology)
 app.add_typer(review_app, name="review")
 app.add_typer(traces_app, name="traces")
 app.add_typer(freshness_app)
+app.add_typer(adapt_app, name="adapt")
+app.command()(generate)
 
 
 def main() -> None:

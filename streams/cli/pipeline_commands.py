@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -27,7 +28,7 @@ from streams.cli.options import (
 
 
 def load(
-    files: Annotated[list[Path], typer.Argument(help="JSONL event files, one event per line.")],
+    files: Annotated[list[Path], typer.Argument(help="JSONL event files, one event per line; - for standard input.")],
     state: StateDir,
     simulated_clock: Annotated[
         bool, typer.Option("--simulated-clock", help="Accept `clock` events (tests and deterministic backfills).")
@@ -169,20 +170,25 @@ def replica(
 
 
 def produce(
-    files: Annotated[list[Path], typer.Argument(help="JSONL event files.")],
+    files: Annotated[list[Path], typer.Argument(help="JSONL event files; - for standard input.")],
     bootstrap: Annotated[str, typer.Option("--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
                                            help="Kafka bootstrap servers.")],
     topic_prefix: Annotated[str, typer.Option("--topic-prefix")] = "edgeledger.",
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Send event files to the input topics (idempotent producer, keyed by tenant)."""
-    from streams.kafka.produce import produce_files
+    from streams.kafka.produce import produce_files, produce_lines
     from streams.kafka.topics import TopicSettings, ensure_topics
 
     bootstrap = given_bootstrap(bootstrap)
     topics = TopicSettings(prefix=topic_prefix)
     ensure_topics(bootstrap, topics)
-    sent = produce_files(files, bootstrap, topics, progress=not quiet)
+    if files == [Path("-")]:  # events piped in (`edgeledger adapt ... | edgeledger produce -`)
+        sent = produce_lines(sys.stdin.buffer, bootstrap, topics, progress=not quiet)
+    elif Path("-") in files:
+        raise CliError("- (standard input) cannot be mixed with files: produce them in two runs")
+    else:
+        sent = produce_files(files, bootstrap, topics, progress=not quiet)
     emit({"sent": sent})
 
 
