@@ -50,7 +50,7 @@ from schemas.query_params import (
     TypedParams,
 )
 from schemas.results import HistoryResult, QueryResult
-from schemas.slo import SloConfig
+from schemas.slo import SloConfig, default_slo
 from schemas.times import format_micros
 from state.cache_store import CacheStore
 from state.changes import LedgerFollower
@@ -65,6 +65,7 @@ from streams.api.parameters import (
     held_to,
     parameter_rules,
 )
+from streams.api.reads import add_read_routes
 from streams.api.traces import TraceSink, add_trace_routes, default_trace_sink, recorded_answer
 from streams.kafka.topics import TopicSettings
 from streams.metrics import LedgerMetrics
@@ -283,6 +284,7 @@ def create_app(
     add_trace_routes(app, service, traces, wall_clock)
     rules = parameter_rules(ontology)
     documented = [Depends(held_to(rules))]
+    add_read_routes(app, service, slo or default_slo(), wall_clock, documented, ERRORS)
 
     def openapi() -> dict[str, Any]:
         """The generated document, with what the parameters accept stated from ``rules``."""
