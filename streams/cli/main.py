@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
-from streams.cli import broker_command, pipeline_commands, read_commands, trace_commands
+from streams.cli import agent_commands, broker_command, pipeline_commands, read_commands, trace_commands
 from streams.cli.adapt import adapt_app
 from streams.cli.freshness import freshness_app
 from streams.cli.generate import generate
@@ -43,6 +43,7 @@ app.command("replay-agent")(trace_commands.replay_agent)
 app.command("dead-letters")(read_commands.dead_letters)
 app.command()(pipeline_commands.run)
 app.command()(pipeline_commands.serve)
+app.command()(agent_commands.mcp)
 app.command()(pipeline_commands.replica)
 app.command()(pipeline_commands.produce)
 app.command()(pipeline_commands.demo)
