@@ -11,6 +11,7 @@ from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
 from streams.cli import agent_commands, broker_command, pipeline_commands, read_commands, trace_commands
 from streams.cli.adapt import adapt_app
+from streams.cli.eval_commands import eval_app
 from streams.cli.freshness import freshness_app
 from streams.cli.generate import generate
 from streams.cli.options import CliError
@@ -53,6 +54,7 @@ app.add_typer(review_app, name="review")
 app.add_typer(traces_app, name="traces")
 app.add_typer(freshness_app)
 app.add_typer(adapt_app, name="adapt")
+app.add_typer(eval_app, name="eval")
 app.command()(generate)
 
 
