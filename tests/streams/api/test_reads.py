@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from schemas.slo import default_slo
 from schemas.times import parse_micros
 from streams.api.http import create_app
 from tests.support.api import BASE, cmdb_change, edge, load
@@ -130,3 +131,27 @@ def test_another_tenants_lists_are_empty(client: TestClient) -> None:
     for name in (*LISTS, "freshness"):
         body = client.get(f"/v1/tenants/globex/{name}").json()
         assert body.get("items", body.get("lag")) == [], name
+
+
+TRAVERSALS = {
+    "owners-of": {"entity": "settlement connector"},
+    "dependents-of": {"entity": "Component:cmdb:CI0042", "depth": 2},
+    "approvals-required-for": {"entity": "Component:cmdb:CI0042"},
+    "changed-between": {"entity": "Component:cmdb:CI0042", "from": "2026-03-01", "to": "2026-06-01"},
+    "neighbourhood": {"entity": "Component:cmdb:CI0042"},
+    "traverse": {"entity": "Component:cmdb:CI0042", "edges": "depends_on:in,owned_by:out", "max_depth": 2},
+}
+
+
+@pytest.mark.parametrize("name", [*TRAVERSALS, "history"])
+def test_every_traversal_and_history_answers_what_the_cli_prints(state: Path, tmp_path: Path, name: str) -> None:
+    """As serve runs (the bundled SLOs, as `query` uses), on the same state and clocks."""
+    params = {**TRAVERSALS.get(name, {"entity": "Component:cmdb:CI0042", "rel": "owned_by"}),
+              "valid_at": "2026-04-22", "known_at": "2026-05-04"}
+    flags = [f"--{key.replace('_', '-')}={value}" for key, value in params.items()]
+    command = ("query", name) if name in TRAVERSALS else ("history",)
+    printed = json.loads(edgeledger(*command, "--state", str(state), "--tenant", "acme", *flags, "--json").stdout)
+    with TestClient(create_app(state, cache_dir=tmp_path / "cli-cache", slo=default_slo())) as client:
+        response = client.get(f"{BASE}/{name}", params=params)
+    assert response.status_code == 200, response.text
+    assert response.json() == printed
