@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import orjson
 import pytest
 from fastapi.testclient import TestClient
@@ -165,3 +166,16 @@ def test_serve_answers_at_mcp_for_its_mcp_tenant_only(demo_ledger: Path, tmp_pat
     assert [r["entity"] for r in owners.structured_content["results"]] == ["Team:hr:T-PLAT"]
     with TestClient(create_app(demo_ledger, cache_dir=tmp_path / "plain")) as client:
         assert client.post("/mcp", content=orjson.dumps({})).status_code == 404, "no tenant configured, no /mcp"
+
+
+def test_mcp_on_a_loopback_host_refuses_requests_addressed_elsewhere(demo_ledger: Path, tmp_path: Path) -> None:
+    """DNS rebinding: a page on another site that resolves its name to 127.0.0.1 must not reach the tools."""
+    app = create_app(demo_ledger, cache_dir=tmp_path / "cache", mcp_tenant="acme", trace_sink=ListSink(),
+                     mcp_allowed_hosts=["127.0.0.1:*"])
+    with served(app) as port:
+        asked = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        elsewhere = httpx.post(f"http://127.0.0.1:{port}/mcp", json=asked, headers={**headers, "Host": "evil.test"})
+        [owners] = calls(f"http://127.0.0.1:{port}/mcp", ("owners_of", {"entity": CONNECTOR, **CLOCKS}))
+    assert elsewhere.status_code in (403, 421), elsewhere.text
+    assert not owners.is_error
