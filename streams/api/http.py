@@ -50,12 +50,14 @@ from schemas.query_params import (
     TypedParams,
 )
 from schemas.results import HistoryResult, QueryResult
-from schemas.slo import SloConfig
+from schemas.slo import SloConfig, default_slo
 from schemas.times import format_micros
 from state.cache_store import CacheStore
 from state.changes import LedgerFollower
 from state.kv import RocksKV
 from state.store import NO_TRANSACTION
+from streams.agents.tools import Toolbox
+from streams.agents.transports import mcp_lifespan, mount_mcp
 from streams.api.cache_invalidations import InvalidationPublisher
 from streams.api.parameters import (
     COMMON,
@@ -65,12 +67,14 @@ from streams.api.parameters import (
     held_to,
     parameter_rules,
 )
+from streams.api.reads import add_read_routes
 from streams.api.traces import TraceSink, add_trace_routes, default_trace_sink, recorded_answer
 from streams.kafka.topics import TopicSettings
 from streams.metrics import LedgerMetrics
 from streams.processor import wall_clock_micros
 
 CACHE_HEADER = "X-Edgeledger-Cache"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 REQUESTS_AT_STOP = 4
 """Seconds a stop (SIGTERM, Ctrl-C) gives requests in flight; with ``PUBLISH_AT_STOP``, `serve` ends within 10 s."""
 PUBLISH_AT_STOP = 4.0
@@ -228,12 +232,15 @@ def create_app(
     bootstrap: str | None = None,
     topic_prefix: str = "edgeledger.",
     trace_sink: TraceSink | None = None,
+    mcp_tenant: str | None = None,
+    mcp_allowed_hosts: list[str] | None = None,
 ) -> FastAPI:
     """The API over the ledger at ``state_dir``, opened read-only. ``cache_dir`` holds the cache's own
     RocksDB (a scratch area, cleared at start; default: a temporary directory removed at shutdown).
     With an ``slo``, answers that depend on a source past its max silence say ``unknown``, not ``none``.
     With a Kafka ``bootstrap``, invalidation records are produced to ``<topic_prefix>cache-invalidations``
-    (created if missing; ``streams.api.cache_invalidations.PublisherSetupError`` when that fails)."""
+    (created if missing; ``streams.api.cache_invalidations.PublisherSetupError`` when that fails).
+    With ``mcp_tenant``, the MCP tools answer for that tenant at ``/mcp`` (``streams.agents``)."""
     ontology = ontology or default_ontology()
     metrics = metrics or LedgerMetrics()
     topics = TopicSettings(prefix=topic_prefix) if bootstrap is not None else None
@@ -255,13 +262,14 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         try:
-            with SettledHeap(collect_young=True, settle_every=SETTLE_EVERY_REQUESTS) as heap:
-                service.heap = heap
-                try:
-                    yield
-                finally:
-                    with service.lock:
-                        service.heap = None
+            async with mcp_lifespan(mcp_run):
+                with SettledHeap(collect_young=True, settle_every=SETTLE_EVERY_REQUESTS) as heap:
+                    service.heap = heap
+                    try:
+                        yield
+                    finally:
+                        with service.lock:
+                            service.heap = None
         finally:
             service.close()
             traces.close()
@@ -283,6 +291,9 @@ def create_app(
     add_trace_routes(app, service, traces, wall_clock)
     rules = parameter_rules(ontology)
     documented = [Depends(held_to(rules))]
+    add_read_routes(app, service, slo or default_slo(), wall_clock, documented, ERRORS)
+    mcp_run = None if mcp_tenant is None else mount_mcp(
+        app, Toolbox(service, mcp_tenant, traces, slo or default_slo(), wall_clock), mcp_allowed_hosts)
 
     def openapi() -> dict[str, Any]:
         """The generated document, with what the parameters accept stated from ``rules``."""
@@ -364,10 +375,13 @@ def create_app(
 
 def serve(state_dir: Path, host: str = "127.0.0.1", port: int = 8080, slo: SloConfig | None = None,
           bootstrap: str | None = None, topic_prefix: str = "edgeledger.", max_cache_entries: int = 50_000,
-          memory_cache_entries: int = 2_000, ontology: Ontology | None = None) -> None:
+          memory_cache_entries: int = 2_000, ontology: Ontology | None = None, mcp_tenant: str | None = None) -> None:
     """``edgeledger serve``: the API and ``/metrics`` on one port, until interrupted; with ``bootstrap``,
     invalidation records also go to the ``cache-invalidations`` topic (flushed at shutdown). ``ontology``
-    replaces the default (``serve --ontology``), as it did for the writer."""
+    replaces the default (``serve --ontology``), as it did for the writer. With ``mcp_tenant``, ``/mcp`` too;
+    on a loopback ``host`` it answers only requests addressed to it (DNS rebinding)."""
+    local = [f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")] if host in LOOPBACK else None
     app = create_app(state_dir, slo=slo, ontology=ontology, bootstrap=bootstrap, topic_prefix=topic_prefix,
-                     max_cache_entries=max_cache_entries, memory_cache_entries=memory_cache_entries)
+                     max_cache_entries=max_cache_entries, memory_cache_entries=memory_cache_entries,
+                     mcp_tenant=mcp_tenant, mcp_allowed_hosts=local)
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=REQUESTS_AT_STOP)

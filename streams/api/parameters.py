@@ -122,7 +122,7 @@ offset. Only real dates match (29 February in leap years only)."""
 
 INSTANT_FORMS = ("YYYY-MM-DD (midnight UTC), or YYYY-MM-DDThh:mm[:ss[.ffffff]] with a timezone, Z or ±hh:mm "
                  "(years 0002-9998)")
-INSTANT_PARAMETERS = ("valid_at", "known_at", "from", "to")
+INSTANT_PARAMETERS = ("valid_at", "known_at", "from", "to", "since", "until")
 DIRECTIONS = ("out", "in", "both")
 
 

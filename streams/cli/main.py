@@ -9,8 +9,9 @@ from pydantic import ValidationError
 
 from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
-from streams.cli import broker_command, pipeline_commands, read_commands, trace_commands
+from streams.cli import agent_commands, broker_command, pipeline_commands, read_commands, trace_commands
 from streams.cli.adapt import adapt_app
+from streams.cli.eval_commands import eval_app
 from streams.cli.freshness import freshness_app
 from streams.cli.generate import generate
 from streams.cli.options import CliError
@@ -43,6 +44,7 @@ app.command("replay-agent")(trace_commands.replay_agent)
 app.command("dead-letters")(read_commands.dead_letters)
 app.command()(pipeline_commands.run)
 app.command()(pipeline_commands.serve)
+app.command()(agent_commands.mcp)
 app.command()(pipeline_commands.replica)
 app.command()(pipeline_commands.produce)
 app.command()(pipeline_commands.demo)
@@ -52,6 +54,7 @@ app.add_typer(review_app, name="review")
 app.add_typer(traces_app, name="traces")
 app.add_typer(freshness_app)
 app.add_typer(adapt_app, name="adapt")
+app.add_typer(eval_app, name="eval")
 app.command()(generate)
 
 

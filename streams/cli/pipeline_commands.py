@@ -24,6 +24,7 @@ from streams.cli.options import (
     emit,
     given_bootstrap,
     ontology_from,
+    refuse_empty_tenant,
 )
 
 
@@ -117,6 +118,10 @@ def serve(
         "--cache-memory-entries", min=0,
         help="Answers kept decoded in memory; hits beyond them read RocksDB (about 3x slower at p99). "
              "Size it to the working set of questions.")] = 2_000,
+    mcp_tenant: Annotated[str | None, typer.Option(
+        "--mcp-tenant", callback=refuse_empty_tenant,
+        help="Serve the MCP tools at /mcp for this tenant (the HTTP API serves every tenant in its paths; the "
+             "tools take none). Default: no /mcp.")] = None,
 ) -> None:
     """HTTP API for agents (one endpoint per traversal, OpenAPI at /openapi.json) and /metrics."""
     from streams.api.cache_invalidations import PublisherSetupError
@@ -135,7 +140,7 @@ def serve(
     try:
         serve_http(state, host=host, port=port, slo=slos, ontology=ontology,
                    bootstrap=bootstrap, topic_prefix=topic_prefix,
-                   max_cache_entries=cache_entries, memory_cache_entries=cache_memory_entries)
+                   max_cache_entries=cache_entries, memory_cache_entries=cache_memory_entries, mcp_tenant=mcp_tenant)
     except PublisherSetupError as error:
         raise CliError(f"--bootstrap: {error}") from None
 

@@ -25,10 +25,10 @@ from schemas.query_params import (
     HistoryParams,
     parameter_errors,
 )
-from schemas.results import CorrectionOut
 from schemas.slo import slo_or_default
 from schemas.times import format_micros
 from state.open import reading
+from streams import listings
 from streams.cli import render
 from streams.cli.options import (
     AsJson,
@@ -137,15 +137,7 @@ def corrections(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as
     """Correction events: which edge versions a change of belief closed and which it appended."""
     known = instant(known_at, "--known-at")
     with reading(state) as store:
-        items = [
-            CorrectionOut(
-                correction_id=c.correction_id, tenant=c.tenant, event_id=c.event_id,
-                tx_at=format_micros(c.tx_at) or "", cause=c.cause,
-                old_edge_ids=list(c.old_edge_ids), new_edge_ids=list(c.new_edge_ids),
-            ).model_dump(mode="json")
-            for c in store.corrections(tenant)
-            if c.tx_at <= known
-        ]
+        items = listings.correction_items(store, tenant, known)
     if as_json:
         emit(items)
         return
@@ -162,7 +154,7 @@ def review_list(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as
     """Items waiting for a person: ambiguous entities, parked commands, cardinality conflicts."""
     known = instant(known_at, "--known-at")
     with reading(state) as store:
-        items = [render.review_dict(item) for item in store.review_items(tenant) if item.tx_at <= known]
+        items = listings.review_items(store, tenant, known)
     if as_json:
         emit(items)
         return
@@ -229,8 +221,7 @@ def dead_letters(
         raise CliError("give --tenant T, or --untenanted for events that named no tenant (exactly one of them)")
     known = instant(known_at, "--known-at")
     with reading(state) as store:
-        items = [render.dead_letter_dict(d) for d in store.dead_letters()
-                 if d.tx_at <= known and (not d.tenant if untenanted else d.tenant == tenant)]
+        items = listings.dead_letter_items(store, None if untenanted else tenant, known)
     if as_json:
         emit(items)
         return

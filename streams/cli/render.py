@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from processors.model import DeadLetter, ReviewItem
+from processors.model import DeadLetter, ReviewItem, Trace
 from schemas.results import HistoryResult, QueryResult
 from schemas.times import format_micros
 
@@ -74,3 +74,10 @@ def dead_letter_dict(letter: DeadLetter) -> dict[str, object]:
     data = asdict(letter)
     data["tx_at"] = format_micros(letter.tx_at)
     return data
+
+
+def trace_dict(trace: Trace) -> dict[str, object]:
+    return {"trace_id": trace.trace_id, "tenant": trace.tenant, "action": trace.action, "query": trace.query,
+            "valid_at": format_micros(trace.valid_at), "known_at": format_micros(trace.known_at),
+            "recorded_at": format_micros(trace.tx_at),
+            "edge_ids": list(trace.edge_ids) if trace.edge_ids is not None else None}

@@ -11,7 +11,6 @@ from typing import Annotated
 import typer
 
 from processors.freshness import stale_sources_for_queries
-from processors.model import Trace
 from processors.queries import QueryEngine
 from processors.replay import ACTION_RANK, AffectedTrace
 from processors.trace_replay import Replay
@@ -23,6 +22,8 @@ from state.open import reading
 from state.replays import catch_up, replay_one, replays_since
 from state.store import LedgerStore
 from state.trace_index import TraceIndex, index_path, trace_of
+from streams import listings
+from streams.cli import render
 from streams.cli.options import (
     AsJson,
     CliError,
@@ -103,25 +104,18 @@ def show_item(state: Path, tenant: str, trace_id: str, known: int, ontology: Ont
         trace = trace_of(store, tenant, trace_id)
         if trace is None or trace.tx_at > known:
             raise CliError(f"no trace {trace_id!r} for tenant {tenant!r}")
-        item = trace_json(trace)
+        item = render.trace_dict(trace)
         item["read"] = index.read_set(tenant, trace_id)
         replay = replay_one(store, index, engine, trace, known)
         item["replay"] = replay.as_json() if replay is not None else None
         return item
 
 
-def trace_json(trace: Trace) -> dict[str, object]:
-    return {"trace_id": trace.trace_id, "tenant": trace.tenant, "action": trace.action, "query": trace.query,
-            "valid_at": format_micros(trace.valid_at), "known_at": format_micros(trace.known_at),
-            "recorded_at": format_micros(trace.tx_at),
-            "edge_ids": list(trace.edge_ids) if trace.edge_ids is not None else None}
-
-
 def traces_list(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as_json: AsJson = False) -> None:
     """Every recorded trace of the tenant, by trace id."""
     known = instant(known_at, "--known-at")
     with reading(state) as store:
-        items = [trace_json(t) for t in store.traces(tenant) if t.tx_at <= known]
+        items = listings.trace_items(store, tenant, known)
     if as_json:
         emit(items)
         return

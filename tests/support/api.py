@@ -29,3 +29,9 @@ def cmdb_change(event_id: str, record: str, *asserts: dict) -> dict:
 def edge(src: tuple[str, str], rel: str, dst: tuple[str, str], valid_from: str | None = None) -> dict:
     return {"src": {"type": src[0], "id": src[1]}, "rel": rel, "dst": {"type": dst[0], "id": dst[1]},
             "valid_from": valid_from, "evidence": "test"}
+
+
+def is_a_read(operation: str) -> bool:
+    """An operation (``GET /path``) the fuzz tests call freely: every GET but the trace routes that replay
+    and show (their own tests, ``tests/streams/api/test_traces.py``); the trace list is a read."""
+    return operation.startswith("GET ") and ("/traces" not in operation or operation.endswith("/traces"))

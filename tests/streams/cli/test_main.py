@@ -1,13 +1,10 @@
 """The command line as a user runs it: load, query, history, corrections; one-line errors."""
 
-import contextlib
-import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from unittest import mock
 
 import pytest
 from typer.testing import CliRunner
@@ -15,33 +12,14 @@ from typer.testing import CliRunner
 from schemas.times import parse_micros
 from streams.cli.demo import DEMO_EVENTS
 from streams.cli.load import load_into
-from streams.cli.main import app, main
+from streams.cli.main import app
+from tests.support.cli import edgeledger
 
 
 def edgeledger_process(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """``edgeledger ARGS`` as a user runs it: a process of its own, as ``python -m streams.cli.main``."""
     done = subprocess.run([sys.executable, "-m", "streams.cli.main", *args], capture_output=True, text=True,
                           timeout=60)
-    if check and done.returncode != 0:
-        raise AssertionError(done.stderr)
-    return done
-
-
-def edgeledger(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """``edgeledger ARGS`` through the console script's entry point (``main``) in this process: its exit
-    status, standard output and standard error, as ``edgeledger_process`` gives them. A process costs a
-    third of a second of start-up and this module runs seventy commands; the tests that start one
-    (the loads of the module fixtures, --help, the Kafka-side refusals, ``test_a_command_is_one_process``)
-    keep what only a whole process shows: its imports, its interpreter's warnings, ``python -m``."""
-    out, err = io.StringIO(), io.StringIO()
-    returncode = 0
-    with mock.patch.object(sys, "argv", ["edgeledger", *args]), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(err):
-        try:
-            main()
-        except SystemExit as exited:
-            returncode = exited.code if isinstance(exited.code, int) else int(exited.code is not None)
-    done = subprocess.CompletedProcess(["edgeledger", *args], returncode, out.getvalue(), err.getvalue())
     if check and done.returncode != 0:
         raise AssertionError(done.stderr)
     return done
