@@ -31,6 +31,7 @@ COMPILED = (
     "processors/intervals.py",
     "processors/ledger.py",
     "processors/model.py",
+    "processors/origins.py",
     "processors/outbox.py",
     "processors/pending.py",
     "processors/versioning.py",

@@ -16,9 +16,11 @@ put on that log partition, and the log holds those fences, and ``probe`` records
 consumers can de-duplicate re-sent outbox records, and names its ``batch``.
 
 An ``edge_version`` record's ``version`` is the ledger's own encoding of the version: a JSON array
-of ``processors.model.EdgeVersion``'s fields in order, instants as integer microseconds since the
-epoch (``state.codec.encode_version``, the bytes of the stored row), and its ``layout`` names that
-order (``VERSION_LAYOUT``; a reader refuses a layout it does not know rather than misread it).
+of ``processors.model.EdgeVersion``'s fields in order, its statements (``origins``) included, instants
+as integer microseconds since the epoch (``state.codec.encode_version``, the bytes of the stored row),
+and its ``layout`` names that order (``VERSION_LAYOUT``; a reader refuses a layout it does not know
+rather than misread it). A version whose statements changed, neither appended nor closed, is sent
+again with ``appended`` and ``closed`` false, so that a replica holds the same origins.
 ``schemas.log_records`` describes every record kind.
 
 Other outputs: ``edge-corrections`` (correction events), ``dead-letter`` (original bytes, stage,
@@ -75,9 +77,10 @@ def _bounded_base64(encoded: str | None) -> dict[str, object]:
     return {"original_base64": encoded[:kept], "original_base64_truncated": len(encoded) > kept}
 
 
-VERSION_LAYOUT = 1
-"""The field order of an ``edge_version`` record's ``version`` array: 1 is ``EdgeVersion``'s 19 fields.
-Change it with any change to ``EdgeVersion``'s fields: a reader refuses a layout it does not know."""
+VERSION_LAYOUT = 2
+"""The field order of an ``edge_version`` record's ``version`` array: 2 is ``EdgeVersion``'s 20 fields,
+``origins`` last (each an array in ``Origin``'s field order). Change it with any change to
+``EdgeVersion``'s fields: a reader refuses a layout it does not know."""
 _VERSION_FLAGS = {(appended, closed): b',"appended":%s,"closed":%s,"layout":%d,"version":' % (
     orjson.dumps(appended), orjson.dumps(closed), VERSION_LAYOUT)
     for appended in (False, True) for closed in (False, True)}
@@ -89,8 +92,13 @@ def version_head(batch_id: str) -> bytes:
     return b'{"kind":"edge_version","batch":' + orjson.dumps(batch_id) + b',"record_id":'
 
 
-def version_record_id(version: EdgeVersion) -> str:
-    """An ``edge_version`` record's id: a version's open and closed states are two records."""
+def version_record_id(version: EdgeVersion, restated: bool = False) -> str:
+    """An ``edge_version`` record's id: a version's open and closed states are two records, and so is
+    each change of its statements (``restated``: neither appended nor closed), named by its transaction
+    time (the latest an origin was recorded or ended at)."""
+    if restated and version.origins:
+        latest = max(max(o.tx_from, o.tx_to or o.tx_from) for o in version.origins)
+        return f"{version.tenant}/{version.edge_id}@origins-{latest}"
     return f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
 
 
@@ -156,7 +164,7 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     log = Topic.EDGE_VERSIONS
     head = version_head(batch_id)
     for version, is_new, closed_now, encoded in versions:
-        record_id = version_record_id(version)
+        record_id = version_record_id(version, not (is_new or closed_now))
         records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now, encoded, head,
                                                                     record_id)))
         ids.append(record_id)

@@ -22,6 +22,7 @@ from processors.model import (
     ReviewItem,
     Trace,
 )
+from processors.origins import records_of, states_from
 from processors.ports import LedgerReader
 
 
@@ -75,8 +76,10 @@ class PendingLedger:
     _touched_out: set[tuple[str, str, str]] = field(default_factory=set)
     """(tenant, src, rel) whose believed out-edges this batch changed (appended or closed a version)."""
     _new_by_source: dict[tuple[str, str, str | None], list[str]] = field(default_factory=lambda: defaultdict(list))
-    """Appended versions per (tenant, system, record): a snapshot reads what its record says now once
-    per event, and walking every version the batch appended made snapshot feeds quadratic per batch."""
+    """Appended and restated versions per (tenant, system, record) of their statements: a snapshot reads
+    what its record says now once per event, and walking every version the batch appended made snapshot
+    feeds quadratic per batch. May name a version twice, or under a record that no longer states it:
+    the reads check."""
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
 
     # -- writes -------------------------------------------------------------------------------
@@ -92,25 +95,32 @@ class PendingLedger:
     def discard_new(self, version: EdgeVersion) -> None:
         """Forget a version appended earlier in the same transaction: it was never believed outside it."""
         key = (version.tenant, version.edge_id)
-        del self.versions[key]
+        held = self.versions.pop(key)  # with the statements the transaction added to it since
         self.appended.remove(key)
-        for ids in self._indexed_under(version):
-            ids.remove(version.edge_id)
+        for ids in self._indexed_under(held):
+            while version.edge_id in ids:
+                ids.remove(version.edge_id)
         self.counts.versions_appended -= 1
 
-    def settle_new(self, version: EdgeVersion) -> None:
-        """Put ``version`` in place of the uncommitted version of the same edge id that this transaction
-        appended: a field settled once its event was done (a fact's origin). Indexes hold ids, not versions."""
+    def restate(self, version: EdgeVersion) -> None:
+        """Put ``version``, still believed with other statements (``origins``), in place of the version of
+        the same edge id that the batch or the store holds. Indexes hold ids, not versions."""
         key = (version.tenant, version.edge_id)
-        assert key in self.versions and self.versions[key].tx_to is None, "only an appended, open version is settled"
         self.versions[key] = version
+        self._touched_out.add((version.tenant, version.src, version.rel))
+        for origin in version.origins:
+            self._new_by_source[(version.tenant, version.authority, origin.record)].append(version.edge_id)
 
-    def _indexed_under(self, version: EdgeVersion) -> tuple[list[str], list[str], list[str]]:
+    def _indexed_under(self, version: EdgeVersion) -> list[list[str]]:
         """The index lists an appended version is filed in; ``append`` and ``discard_new`` share them,
         so an index cannot be added to one and forgotten in the other."""
-        return (self._by_out[(version.tenant, version.src, version.rel)],
-                self._by_edge[(version.tenant, version.src, version.rel, version.dst)],
-                self._new_by_source[(version.tenant, version.authority, version.source_record)])
+        lists = [self._by_out[(version.tenant, version.src, version.rel)],
+                 self._by_edge[(version.tenant, version.src, version.rel, version.dst)]]
+        # Speed: most versions have the one statement they were appended for, and its record.
+        records = records_of(version)[1] if version.origins else (version.source_record,)
+        for record in records:
+            lists.append(self._new_by_source[(version.tenant, version.authority, record)])
+        return lists
 
     def close(self, version: EdgeVersion, tx: int) -> EdgeVersion:
         closed = version.close_belief(tx)
@@ -165,9 +175,9 @@ class PendingLedger:
             for (of_tenant, of_system, of_record), edge_ids in self._new_by_source.items()
             if of_tenant == tenant and of_system == system and (record is None or of_record == record)
             for edge_id in edge_ids
-            if version is None or self.versions[(tenant, edge_id)].source_version == version
         ]
-        return _still_believed(self._overlay(tenant, base, new_ids))
+        return _distinct([v for v in self._overlay(tenant, base, new_ids)
+                          if v.tx_to is None and states_from(v, record, version)])
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         pending = self.entities.get((tenant, entity_id))
@@ -183,7 +193,8 @@ class PendingLedger:
     def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
         base = self.base.believed_from_record(tenant, system, record)
         new_ids = self._new_by_source.get((tenant, system, record), [])
-        return [v for v in self._overlay(tenant, base, new_ids) if v.tx_to is None]
+        return _distinct([v for v in self._overlay(tenant, base, new_ids)
+                          if v.tx_to is None and states_from(v, record, None)])
 
     def event_seen(self, tenant: str, event_id: str) -> bool:
         key = (tenant, event_id)
@@ -214,3 +225,8 @@ class PendingLedger:
 
 def _still_believed(versions: list[EdgeVersion]) -> list[EdgeVersion]:
     return [v for v in versions if v.tx_to is None]
+
+
+def _distinct(versions: list[EdgeVersion]) -> list[EdgeVersion]:
+    """Each version once, first seen first: a version several records state is filed under each."""
+    return list({v.edge_id: v for v in versions}.values())

@@ -18,11 +18,17 @@ _EXACT = ConfigDict(extra="forbid")
 
 Outcome = Literal["applied", "duplicate", "dead_lettered", "queued_for_review"]
 
+StoredOrigin = tuple[str, str | None, str | None, str, str, float, int | None, int | None, int | None, int,
+                     int | None]
+"""``processors.model.Origin``'s fields in order: origin, record, version, event_id, evidence, confidence,
+detected_at, valid_from, valid_to, tx_from, tx_to."""
+
 StoredVersion = tuple[str, str, str, str, str, int | None, int | None, int, int | None, str, str | None,
-                      str | None, str, float, str, list[str], str, int | None, str | None]
+                      str | None, str, float, str, list[str], str, int | None, str | None, list[StoredOrigin]]
 """``processors.model.EdgeVersion``'s fields in order (``state.codec.encode_version``): edge_id, tenant,
 src, rel, dst, valid_from, valid_to, tx_from, tx_to, authority, source_record, source_version,
-evidence, confidence, origin, supersedes, event_id, detected_at, phrase."""
+evidence, confidence, origin, supersedes, event_id, detected_at, phrase, origins (empty: only the
+statement ``origin``)."""
 
 
 @with_config(_EXACT)
@@ -32,7 +38,7 @@ class EdgeVersionRecord(TypedDict):
     record_id: str
     appended: bool
     closed: bool
-    layout: Literal[1]
+    layout: Literal[2]
     """``processors.outbox.VERSION_LAYOUT``: the order of ``version``."""
     version: StoredVersion
 

@@ -8,7 +8,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``T``  tenant, last tx of a batch                                  (tx, ``a``/``c``, edge_id) the batch appended/closed
 ``E``  tenant, entity_id                                            entity (type, latest name)
 ``N``  tenant, normalised alias, entity_id                          tx the alias was recorded
-``B``  tenant, system, record or "", edge_id                         the version, while still believed
+``B``  tenant, system, record or "", edge_id                         the version, while that record states it
 ``I``  tenant, event_id                                             outcome (idempotent re-delivery)
 ``K``  tenant, last tx of a batch                                  the batch's correction events
 ``R``  tenant, review_id                                            review item
@@ -27,6 +27,9 @@ A closed version's ``V`` row is rewritten with its ``tx_to``; that is the only c
 ever sees, and the ``edge-versions`` log carries it as a new record rather than an edit. An ``A`` row
 holds no value and is written once, with the version: its key ends with the edge id, and a read of an
 adjacency reads each version from ``V``. Closing a belief so writes one row and deletes its ``B`` row.
+A believed version is filed in ``B`` under each source record with a live statement of it (its
+``origins``): a change of its statements rewrites its ``V`` and ``B`` rows and deletes the ``B`` row of a
+record that no longer states it. A statement is never edited either: it is ended (its ``tx_to`` set).
 
 ``T`` and ``K`` are read as whole listings or from a transaction time on, never by one id, so a batch
 files its entries for a tenant in one row, keyed by the latest transaction time among them (a row per
@@ -65,7 +68,7 @@ INDEX: Final = b""
 """The value of an index row (``A``): the key says it all."""
 LAST_TX: Final = b"M" + pack("last_tx")
 FORMAT: Final = b"M" + pack("format")
-FORMAT_VERSION: Final = b"4"
+FORMAT_VERSION: Final = b"5"
 """The one layout this edgeledger reads and writes: the tables above."""
 TX_BYTES: Final = 9
 """An encoded ``tx_from`` in an ``A`` key (``keys.encode_int``): the edge id follows it."""

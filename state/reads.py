@@ -18,6 +18,7 @@ from processors.model import (
     Trace,
     last_heard_tx,
 )
+from processors.origins import states_from
 from state import codec
 from state.keys import encode_int, encode_int_desc, encode_str, pack, unpack
 from state.kv import OrderedKV
@@ -129,7 +130,8 @@ class StoreReads:
         self, tenant: str, system: str, record: str | None, version: str | None
     ) -> list[EdgeVersion]:
         prefix = b"B" + (pack(tenant, system) if record is None else pack(tenant, system, record))
-        return [v for v in self._scan_versions(prefix) if version is None or v.source_version == version]
+        found = {v.edge_id: v for v in self._scan_versions(prefix) if states_from(v, record, version)}
+        return list(found.values())  # a version several records state is filed under each
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         key = (tenant, entity_id)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from processors.model import Correction, EdgeVersion, EncodedVersion, SourceActivity, last_heard_tx
+from processors.origins import records_of
 from processors.pending import PendingLedger
 from state import codec
 from state.keys import encode_int, encode_int_desc, encode_str, pack
@@ -137,15 +138,28 @@ class LedgerStore(StoreReads):
             encoded = self._parts[part] = pack(part)
         return encoded
 
-    def _believed_key(self, version: EdgeVersion, tenant: bytes, edge: bytes) -> bytes:
-        """The version's ``B`` key. Source records are non-empty, so "" files the versions that name none."""
-        return b"".join((b"B", tenant, self._encoded_part(version.authority),
-                         encode_str(version.source_record or ""), edge))
+    def _believed_key(self, version: EdgeVersion, record: str | None, tenant: bytes, edge: bytes) -> bytes:
+        """The version's ``B`` key under ``record``. Source records are non-empty, so "" files the
+        statements that name none."""
+        return b"".join((b"B", tenant, self._encoded_part(version.authority), encode_str(record or ""), edge))
+
+    def _stated_rows(self, version: EdgeVersion, value: bytes, tenant: bytes, edge: bytes,
+                     puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
+        """The ``B`` rows of a version with several statements: one per record that states it while it is
+        believed; the row of a record none of whose statements is live any more goes."""
+        stating, every = records_of(version)
+        for record in every:
+            key = self._believed_key(version, record, tenant, edge)
+            if version.tx_to is None and record in stating:
+                puts.append((key, value))
+            else:
+                deletes.append(key)
 
     def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes],
                       encoded: list[EncodedVersion]) -> None:
         """The rows of each touched version: V; when it is new, both A ends (keys only) and, while it is
-        believed, B (deleted when it is closed); then per tenant one T row listing what was appended and closed.
+        believed, B (deleted when it is closed; one per record that states it); then per tenant one T row
+        listing what was appended and closed. A version neither new nor closed changed its statements.
         The believed-edges cache takes each version as its rows are built (one pass over the batch, not
         two); ``commit`` drops the caches if the write then fails. Each version is also listed in
         ``encoded`` with its encoding."""
@@ -176,11 +190,13 @@ class LedgerStore(StoreReads):
                     changed.append((version.tx_from, "a", version.edge_id))
                 if closed_now and version.tx_to is not None:
                     changed.append((version.tx_to, "c", version.edge_id))
-            if is_new:
+            if version.origins:
+                self._stated_rows(version, value, tenant, edge, puts, deletes)
+            elif is_new:
                 if version.tx_to is None:
-                    puts.append((self._believed_key(version, tenant, edge), value))
+                    puts.append((self._believed_key(version, version.source_record, tenant, edge), value))
             elif closed_now:
-                deletes.append(self._believed_key(version, tenant, edge))
+                deletes.append(self._believed_key(version, version.source_record, tenant, edge))
         puts += listing_rows(b"T", changes, None, codec.encode_changes)  # (tx, a/c, edge_id): key order
 
     # -- the one atomic write -----------------------------------------------------------------------------------

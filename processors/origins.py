@@ -1,0 +1,168 @@
+"""The origins of a believed piece: every statement that states it, and valid-time coverage.
+
+A statement is one assertion of a source record at a version (``Origin``). A piece records each
+statement over the stretch of it that the statement states, with the transaction time the ledger
+held that: an entry is ended (``tx_to`` set), never edited, so a read as of a past ``known_at`` sees
+the origins of its time. A piece is believed while its live entries cover it; what they leave
+uncovered is no longer stated (``processors.versioning`` closes the piece and appends the rest).
+
+A version stores its entries only once they differ from the one it was appended for over all of it
+(``EdgeVersion.origins`` empty): most pieces have one origin, and they cost nothing more.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from processors.intervals import Interval, cut_from
+from processors.model import EdgeVersion, Origin
+
+_LOW: Final = -(1 << 64)
+"""An unknown start (``None``) as a number below every instant, to sort and compare bounds."""
+_HIGH: Final = 1 << 64
+"""No known end (``None``) as a number above every instant."""
+
+
+def origins_of(version: EdgeVersion) -> tuple[Origin, ...]:
+    """Every statement of ``version``, ended ones included: its ``origins``, or else the one it was
+    appended for, over all of it since it was appended."""
+    if version.origins:
+        return version.origins
+    return (Origin(version.origin, version.source_record, version.source_version, version.event_id,
+                   version.evidence, version.confidence, version.detected_at, version.valid_from,
+                   version.valid_to, version.tx_from, None),)
+
+
+def live(origins: tuple[Origin, ...] | list[Origin]) -> list[Origin]:
+    """The statements that still state the piece."""
+    return [origin for origin in origins if origin.tx_to is None]
+
+
+def states_from(version: EdgeVersion, record: str | None, source_version: str | None) -> bool:
+    """Whether a live statement of ``version`` comes from ``record`` at ``source_version`` (``None``: any)."""
+    if not version.origins:
+        return (record is None or version.source_record == record) and (
+            source_version is None or version.source_version == source_version)
+    return any(origin.tx_to is None and (record is None or origin.record == record)
+               and (source_version is None or origin.version == source_version) for origin in version.origins)
+
+
+def records_of(version: EdgeVersion) -> tuple[set[str | None], set[str | None]]:
+    """The source records of ``version``'s live statements, and of all of them."""
+    origins = origins_of(version)
+    return {origin.record for origin in origins if origin.tx_to is None}, {origin.record for origin in origins}
+
+
+def known_origins(version: EdgeVersion, known_at: int) -> list[Origin]:
+    """``version``'s statements as the ledger held them at ``known_at``: those recorded by then, an ending
+    recorded later not yet happened."""
+    return [origin if origin.tx_to is None or origin.tx_to <= known_at else origin._replace(tx_to=None)
+            for origin in origins_of(version) if origin.tx_from <= known_at]
+
+
+def span(origin: Origin) -> Interval:
+    return (origin.valid_from, origin.valid_to)
+
+
+def clipped(origins: list[Origin], stretch: Interval, tx: int) -> list[Origin]:
+    """The live ``origins`` over ``stretch`` (those that state some of it), as entries of a piece
+    appended at ``tx``."""
+    kept: list[Origin] = []
+    for origin in origins:
+        part = intersection(span(origin), stretch)
+        if part is not None:
+            kept.append(Origin(origin.origin, origin.record, origin.version, origin.event_id, origin.evidence,
+                               origin.confidence, origin.detected_at, part[0], part[1], tx, None))
+    return kept
+
+
+def ended(origin: Origin, tx: int) -> list[Origin]:
+    """``origin`` no longer stating its piece from ``tx``: ended, or gone if recorded at ``tx`` itself."""
+    return [] if origin.tx_from == tx else [origin._replace(tx_to=tx)]
+
+
+def without(origins: tuple[Origin, ...], tx: int, origin: str | None, record: str | None,
+            version: str | None) -> list[Origin] | None:
+    """``origins`` with the live statement ``origin``, or else those from ``record`` at ``version``
+    (``None``: any), ended at ``tx``; ``None`` when none of them is there."""
+    kept: list[Origin] = []
+    changed = False
+    for stated in origins:
+        if stated.tx_to is None and (stated.origin == origin if origin is not None else (
+                (record is None or stated.record == record) and (version is None or stated.version == version))):
+            changed = True
+            kept += ended(stated, tx)
+        else:
+            kept.append(stated)
+    return kept if changed else None
+
+
+def cut_from_on(origins: tuple[Origin, ...], record: str, stopped_at: int | None, tx: int) -> list[Origin] | None:
+    """``origins`` with ``record``'s live statements ending at ``stopped_at`` in valid time, from ``tx``:
+    each affected one ended, and what it states before ``stopped_at`` a statement of its own from ``tx``;
+    ``None`` when none is affected."""
+    kept: list[Origin] = []
+    changed = False
+    for stated in origins:
+        if stated.tx_to is None and stated.record == record:
+            affected, before = cut_from(span(stated), stopped_at)
+            if affected:
+                changed = True
+                kept += ended(stated, tx)
+                if before is not None:
+                    kept.append(stated._replace(valid_from=before[0], valid_to=before[1], tx_from=tx))
+                continue
+        kept.append(stated)
+    return kept if changed else None
+
+
+# -- coverage in valid time ------------------------------------------------------------------------------------
+def _low(start: int | None) -> int:
+    return _LOW if start is None else start
+
+
+def _high(end: int | None) -> int:
+    return _HIGH if end is None else end
+
+
+def _interval(low: int, high: int) -> Interval:
+    return (None if low == _LOW else low, None if high == _HIGH else high)
+
+
+def intersection(a: Interval, b: Interval) -> Interval | None:
+    """Where ``a`` and ``b`` overlap, or None."""
+    low, high = max(_low(a[0]), _low(b[0])), min(_high(a[1]), _high(b[1]))
+    return _interval(low, high) if low < high else None
+
+
+def _merged(whole: Interval, parts: list[Interval]) -> list[tuple[int, int]]:
+    """The parts within ``whole``, overlapping and touching ones merged, in order, as number pairs."""
+    low, high = _low(whole[0]), _high(whole[1])
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted((max(_low(a), low), min(_high(b), high)) for a, b in parts):
+        if start >= end:
+            continue
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def covered(whole: Interval, parts: list[Interval]) -> list[Interval]:
+    """The maximal stretches of ``whole`` that ``parts`` cover, in order."""
+    return [_interval(start, end) for start, end in _merged(whole, parts)]
+
+
+def uncovered(whole: Interval, parts: list[Interval]) -> list[Interval]:
+    """The stretches of ``whole`` that ``parts`` leave uncovered, in order."""
+    gaps: list[Interval] = []
+    at, high = _low(whole[0]), _high(whole[1])
+    for start, end in _merged(whole, parts):
+        if start > at:
+            gaps.append(_interval(at, start))
+        at = end
+    if at < high:
+        gaps.append(_interval(at, high))
+    return gaps
