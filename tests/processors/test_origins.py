@@ -15,6 +15,7 @@ from schemas.times import parse_micros
 from tests.support.harness import Ledger
 
 A, B, C = "Service:cmdb:A", "Service:cmdb:B", "Service:cmdb:C"
+FAR_FUTURE = "2100-01-01T00:00:00Z"
 
 
 def revoke_source(ledger: Ledger, record: str, version: str, system: str = "cmdb") -> None:
@@ -92,6 +93,23 @@ def test_another_system_states_the_same_edge_in_a_version_of_its_own() -> None:
     assert stating(ledger, A, B) == [("discovery", "scan/1", "1")], "revoking one system leaves the other's"
     ledger.change("discovery", "scan/1").retracts(A, "depends_on", B, None).send()
     assert stating(ledger, A, B) == []
+
+
+def test_a_past_known_at_sees_the_origins_of_its_time() -> None:
+    ledger = Ledger()
+    ledger.at("2026-03-01T00:00:00Z").change("cmdb", "svc/a", version="1").asserts(A, "depends_on", B).send()
+    ledger.at("2026-03-02T00:00:00Z").change("cmdb", "svc/a", version="2").asserts(A, "depends_on", B).send()
+    ledger.at("2026-03-03T00:00:00Z")
+    revoke_source(ledger, "svc/a", "1")
+
+    def origins(known_at: str) -> list[tuple[str | None, str | None]]:
+        (version,) = ledger.engine.history("acme", A, parse_micros(known_at), None, "depends_on",
+                                           ledger.store.adjacent_any).versions
+        return [(o.source.version, o.tx_to) for o in version.origins]
+
+    assert origins("2026-03-01T12:00:00Z") == [("1", None)]
+    assert origins("2026-03-02T12:00:00Z") == [("1", None), ("2", None)]
+    assert origins(FAR_FUTURE) == [("1", "2026-03-03T00:00:00Z"), ("2", None)]
 
 
 BOUNDS = st.none() | st.integers(-5, 5)
