@@ -21,14 +21,15 @@ from tests.support.logpipe import LogPipe
 
 
 def comparable_state(state_dir: Path) -> set[tuple]:
-    """Every edge version without its transaction times (the clocks of two runs differ)."""
+    """Every edge version, with its origins, without transaction times (the clocks of two runs differ)."""
     kv = RocksKV(state_dir, read_only=True)
     try:
         versions = [codec.decode_version(value) for _, value in kv.scan(b"V")]
     finally:
         kv.close()
     return {(v.tenant, v.edge_id, v.src, v.rel, v.dst, v.valid_from, v.valid_to, v.tx_to is None, v.supersedes,
-             v.origin, v.evidence) for v in versions}
+             v.origin, v.evidence, tuple((o.origin, o.record, o.version, o.valid_from, o.valid_to, o.tx_to is None)
+                                         for o in v.origins)) for v in versions}
 
 
 def read_topic(bootstrap: str, topic: str) -> list[dict]:

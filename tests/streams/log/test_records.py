@@ -195,6 +195,34 @@ def test_replaying_the_log_rebuilds_corrections_reviews_dead_letters_traces_hear
     assert replayed == original
 
 
+def test_replaying_the_log_gives_every_version_the_same_origins() -> None:
+    """Restatements by several records and versions, a revocation of one version and a snapshot's
+    omission: the log carries each change of a version's origins (records neither appended nor closed),
+    and a replay holds the same versions, origins and source index, row for row."""
+    a, b, c = "Service:cmdb:A", "Service:cmdb:B", "Service:cmdb:C"
+    ledger = Ledger()
+    changes = [
+        ledger.change("cmdb", "svc/a", version="1").asserts(a, "depends_on", b).event,
+        ledger.change("cmdb", "svc/a", version="2").asserts(a, "depends_on", b).event,
+        ledger.change("cmdb", "rel/x", mode="snapshot").asserts(a, "depends_on", c).event,
+        ledger.change("cmdb", "rel/y", mode="snapshot").asserts(a, "depends_on", c, "2025-01-01").event,
+        {"kind": "revoke_source", "event_id": "rs-1", "tenant": "acme", "reason": "corrupt",
+         "source": {"system": "cmdb", "record": "svc/a", "version": "1"}},
+        ledger.change("cmdb", "rel/y", mode="snapshot", version="2", detected_at="2026-02-01T00:00:00Z").event,
+    ]
+    lines = [orjson.dumps({"kind": "clock", "now": "2026-03-01T00:00:00Z"}), *map(orjson.dumps, changes)]
+    store, log = _logged_load(lines)
+    restated = [orjson.loads(raw) for raw in log if b'"kind":"edge_version"' in raw and b"@origins-" in raw]
+    assert restated and not any(r["appended"] or r["closed"] for r in restated), "origin changes are on the log"
+    rebuilt = LedgerStore(MemoryKV())
+    Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), {})
+    for table in (b"V", b"B", b"A", b"T"):
+        assert list(rebuilt.kv.scan(table)) == list(store.kv.scan(table)), f"table {table!r} differs"
+    believed = {v.edge_id: v for v in store.adjacent("acme", a, "depends_on", "out") if v.tx_to is None}
+    assert sorted(len(v.origins) for v in believed.values()) == [2, 3], "svc/a v1 and v2; rel/x, rel/y cut"
+    assert rebuilt.believed_from_record("acme", "cmdb", "rel/x") == store.believed_from_record("acme", "cmdb", "rel/x")
+
+
 def test_a_correction_split_into_parts_is_replayed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     import processors.outbox as ledger_log
     import streams.log.records as log_reader
