@@ -12,7 +12,7 @@ from processors.clock import micros_of
 from processors.identity import Mention, MentionResolver, Resolution
 from processors.model import Heartbeat, LogicalEdge, Trace, fields_of
 from processors.pending import PendingLedger
-from processors.versioning import WORDED, Fact, Provenance, Versioner
+from processors.versioning import WORDED, Fact, Provenance, Versioner, origin_id
 from processors.vocabulary import Vocabulary
 from schemas.events import (
     AliasCommand,
@@ -135,7 +135,7 @@ def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary
             versioner.omit(edge.src, edge.rel, edge.dst, provenance.authority, effective, edge.phrase, record)
 
     for index, stated in enumerate(assertions):
-        versioner.assert_fact(stated.fact(), provenance, versioner.origin_id(index))
+        versioner.assert_fact(stated.fact(), provenance, origin_id(stated_event["event_id"], index))
     versioner.finish("change")
 
 

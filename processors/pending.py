@@ -67,6 +67,10 @@ class PendingLedger:
     heartbeats: list[Heartbeat] = field(default_factory=list)
     outcomes: list[EventOutcome] = field(default_factory=list)
     counts: BatchCounts = field(default_factory=BatchCounts)
+    stated_before: dict[tuple[str, str], set[str | None]] = field(default_factory=dict)
+    """For a stored version the batch restated (its statements changed, neither appended nor closed): the
+    records that stated it before the batch, so that only the ``B`` rows of records that began or ceased
+    to state it are written. A replay, which does not know them, writes them all."""
     tx: int | None = None
     _by_out: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     _by_edge: dict[tuple[str, str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
@@ -102,14 +106,17 @@ class PendingLedger:
                 ids.remove(version.edge_id)
         self.counts.versions_appended -= 1
 
-    def restate(self, version: EdgeVersion) -> None:
-        """Put ``version``, still believed with other statements (``origins``), in place of the version of
-        the same edge id that the batch or the store holds. Indexes hold ids, not versions."""
+    def restate(self, before: EdgeVersion, version: EdgeVersion, stating: list[str | None]) -> None:
+        """Put ``version``, still believed with other statements (``origins``), in place of ``before``, the
+        version of the same edge id that the batch or the store holds; ``stating``: the records of the
+        statements added, to file it under. Indexes hold ids, not versions."""
         key = (version.tenant, version.edge_id)
+        if key not in self.versions:  # the store's B rows: those of the records that stated it
+            self.stated_before[key] = records_of(before)[0] if before.origins else {before.source_record}
         self.versions[key] = version
         self._touched_out.add((version.tenant, version.src, version.rel))
-        for origin in version.origins:
-            self._new_by_source[(version.tenant, version.authority, origin.record)].append(version.edge_id)
+        for record in stating:  # a version filed twice under a record is read once (``_distinct``)
+            self._new_by_source[(version.tenant, version.authority, record)].append(version.edge_id)
 
     def _indexed_under(self, version: EdgeVersion) -> list[list[str]]:
         """The index lists an appended version is filed in; ``append`` and ``discard_new`` share them,
@@ -193,8 +200,9 @@ class PendingLedger:
     def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
         base = self.base.believed_from_record(tenant, system, record)
         new_ids = self._new_by_source.get((tenant, system, record), [])
-        return _distinct([v for v in self._overlay(tenant, base, new_ids)
-                          if v.tx_to is None and states_from(v, record, None)])
+        # A version the store files under the record is stated by it, unless the batch changed that.
+        return _distinct([v for v in self._overlay(tenant, base, new_ids) if v.tx_to is None and (
+            (tenant, v.edge_id) not in self.versions or states_from(v, record, None))])
 
     def event_seen(self, tenant: str, event_id: str) -> bool:
         key = (tenant, event_id)

@@ -32,6 +32,7 @@ from processors.origins import (
     cut_from_on,
     intersection,
     live,
+    origin_of,
     origins_of,
     span,
     uncovered,
@@ -56,9 +57,11 @@ def derive_id(prefix: str, *parts: str) -> str:
     return f"{prefix}{_digest(*parts).hexdigest()}"
 
 
-def origin_id(tenant: str, event_id: str, index: int) -> str:
-    """The id of an event's ``index``-th assertion as a statement (``Versioner.origin_id`` hashes it in parts)."""
-    return derive_id("o", tenant, event_id, f"assert/{index}")
+def origin_id(event_id: str, index: int) -> str:
+    """The id of an event's ``index``-th assertion as a statement: the event's alone, whatever the ledger
+    held, so the same events give the same ids. Event ids are unique per tenant, and the index follows
+    the last ``#``. Speed: no hashing, which cost 3 % of a load's instructions."""
+    return f"{event_id}#{index}"
 
 
 class Fact:
@@ -122,15 +125,6 @@ class Versioner:
         digest = self._event_digest.copy()
         digest.update(str(self._sequence).encode())
         return f"{prefix}{digest.hexdigest()}"
-
-    def origin_id(self, index: int) -> str:
-        """``origin_id`` of the event's ``index``-th assertion: derived from the event alone, so the same
-        events give the same ids whatever the ledger held. Hashed in parts, as ``_next_id`` does."""
-        if self._event_digest is None:
-            self._event_digest = _digest(self.tenant, self.event_id, "")
-        digest = self._event_digest.copy()
-        digest.update(f"assert/{index}".encode())
-        return f"o{digest.hexdigest()}"
 
     def _believed(self, src: str, rel: str, dst: str, authority: str, phrase: str | None) -> list[EdgeVersion]:
         """The believed versions of one logical edge from ``authority``, in a canonical order, so ids and
@@ -201,9 +195,9 @@ class Versioner:
         return self._append(fact, stretch, provenance, first.origin, supersedes, first.event_id,
                             () if own else tuple(origins))
 
-    def _restate(self, piece: EdgeVersion, origins: list[Origin]) -> None:
-        """``piece`` stays believed, with ``origins`` as its statements."""
-        self.ledger.restate(piece._replace(origins=tuple(origins)))
+    def _restate(self, piece: EdgeVersion, origins: list[Origin], stating: list[str | None] | None = None) -> None:
+        """``piece`` stays believed, with ``origins`` as its statements (``stating``: the records of those added)."""
+        self.ledger.restate(piece, piece.with_origins(tuple(origins)), stating or [])
 
     def _settle(self, piece: EdgeVersion, origins: list[Origin], closed: list[EdgeVersion],
                 appended: list[EdgeVersion]) -> None:
@@ -291,19 +285,21 @@ class Versioner:
                   origin: str) -> None:
         """Add the statement to ``piece`` over ``overlap``, except where a statement from the same record and
         version with the same evidence and confidence states it already."""
-        if (not piece.origins and piece.source_record == provenance.record
-                and piece.source_version == provenance.version and piece.evidence == fact.evidence
-                and piece.confidence == fact.confidence):
+        record, version = provenance.record, provenance.version
+        if not piece.origins and piece.source_record == record and piece.source_version == version and (
+                piece.evidence == fact.evidence and piece.confidence == fact.confidence):
             return  # Speed: stated so over all of it by the one statement it was appended for
-        origins = origins_of(piece)
-        same = [span(o) for o in origins if o.tx_to is None and o.record == provenance.record
-                and o.version == provenance.version and o.evidence == fact.evidence
-                and o.confidence == fact.confidence]
-        gaps = uncovered(overlap, same)
-        if gaps:
-            self._restate(piece, [*origins, *(Origin(origin, provenance.record, provenance.version, self.event_id,
-                                                     fact.evidence, fact.confidence, provenance.detected_at,
-                                                     gap[0], gap[1], self.tx, None) for gap in gaps)])
+        origins = list(origins_of(piece))
+        # Speed: a restatement mostly comes from another version, and nothing states it so already.
+        same = [span(o) for o in origins if o.record == record and o.version == version and o.tx_to is None
+                and o.evidence == fact.evidence and o.confidence == fact.confidence]
+        gaps = uncovered(overlap, same) if same else [overlap]
+        if not gaps:
+            return
+        for gap in gaps:
+            origins.append(origin_of(origin, record, version, self.event_id, fact.evidence, fact.confidence,
+                                     provenance.detected_at, gap[0], gap[1], self.tx, None))
+        self._restate(piece, origins, [record])
 
     def _believed_and_competing(self, fact: Fact, authority: str) -> tuple[list[EdgeVersion], list[EdgeVersion]]:
         """For a single-valued relationship: the believed versions of the fact's edge from ``authority``

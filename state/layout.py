@@ -2,13 +2,13 @@
 
 Tables (one-byte prefix, then ``state.keys.pack`` parts):
 
-=====  ==========================================================  ==================================
+=====  ==========================================================  =====================================
 ``V``  tenant, edge_id                                             the edge version
 ``A``  tenant, node, rel, ``o``/``i``, tx_from, edge_id             nothing: an index of ``V`` (adjacency, both ends)
 ``T``  tenant, last tx of a batch                                  (tx, ``a``/``c``, edge_id) the batch appended/closed
 ``E``  tenant, entity_id                                            entity (type, latest name)
 ``N``  tenant, normalised alias, entity_id                          tx the alias was recorded
-``B``  tenant, system, record or "", edge_id                         the version, while that record states it
+``B``  tenant, system, record or "", edge_id                         the version, no origins, while the record states it
 ``I``  tenant, event_id                                             outcome (idempotent re-delivery)
 ``K``  tenant, last tx of a batch                                  the batch's correction events
 ``R``  tenant, review_id                                            review item
@@ -17,7 +17,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``H``  tenant, system                                               last heartbeat
 ``L``  tenant, system                                               latest change and heartbeat applied
 ``P``  tenant, system, tx of the row's first entry, newest first   the source's ``L`` row through a batch
-``M``  name                                                         meta: last transaction time, format
+=====  ==========================================================  =====================================
 =====  ==========================================================  ==================================
 
 An adjacency is in order of recording (``tx_from``), so a read as of a past transaction time stops
@@ -28,8 +28,10 @@ ever sees, and the ``edge-versions`` log carries it as a new record rather than 
 holds no value and is written once, with the version: its key ends with the edge id, and a read of an
 adjacency reads each version from ``V``. Closing a belief so writes one row and deletes its ``B`` row.
 A believed version is filed in ``B`` under each source record with a live statement of it (its
-``origins``): a change of its statements rewrites its ``V`` and ``B`` rows and deletes the ``B`` row of a
-record that no longer states it. A statement is never edited either: it is ended (its ``tx_to`` set).
+``origins``), the row holding the version without its statements, which never changes: a change of
+its statements rewrites its ``V`` row, puts the ``B`` row of a record that began to state it and
+deletes that of one that ceased. A read that needs its statements reads ``V``. A statement is never
+edited either: it is ended (its ``tx_to`` set).
 
 ``T`` and ``K`` are read as whole listings or from a transaction time on, never by one id, so a batch
 files its entries for a tenant in one row, keyed by the latest transaction time among them (a row per

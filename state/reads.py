@@ -130,7 +130,13 @@ class StoreReads:
         self, tenant: str, system: str, record: str | None, version: str | None
     ) -> list[EdgeVersion]:
         prefix = b"B" + (pack(tenant, system) if record is None else pack(tenant, system, record))
-        found = {v.edge_id: v for v in self._scan_versions(prefix) if states_from(v, record, version)}
+        found: dict[str, EdgeVersion] = {}
+        for key, _ in self.kv.scan(prefix):
+            # A ``B`` row's value says what edge a version is; its statements now are in ``V``.
+            edge_id = str(unpack(key[1:])[-1])
+            current = None if edge_id in found else self.version(tenant, edge_id)
+            if current is not None and states_from(current, record, version):
+                found[edge_id] = current
         return list(found.values())  # a version several records state is filed under each
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:

@@ -143,15 +143,25 @@ class LedgerStore(StoreReads):
         statements that name none."""
         return b"".join((b"B", tenant, self._encoded_part(version.authority), encode_str(record or ""), edge))
 
-    def _stated_rows(self, version: EdgeVersion, value: bytes, tenant: bytes, edge: bytes,
+    def _stated_rows(self, version: EdgeVersion, tenant: bytes, edge: bytes, before: set[str | None] | None,
                      puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
         """The ``B`` rows of a version with several statements: one per record that states it while it is
-        believed; the row of a record none of whose statements is live any more goes."""
+        believed; the row of a record none of whose statements is live any more goes. A ``B`` row holds the
+        version without its statements (``value`` has them), which never changes, so given the records that
+        stated it ``before`` the batch (a restated version) only the rows of records that began or ceased to
+        state it are written."""
         stating, every = records_of(version)
+        if version.tx_to is not None:
+            stating = set()
+        filed: bytes | None = None
         for record in every:
+            if before is not None and (record in stating) == (record in before):
+                continue
             key = self._believed_key(version, record, tenant, edge)
-            if version.tx_to is None and record in stating:
-                puts.append((key, value))
+            if record in stating:
+                if filed is None:
+                    filed = codec.encode_version(version.with_origins(()))
+                puts.append((key, filed))
             else:
                 deletes.append(key)
 
@@ -191,7 +201,8 @@ class LedgerStore(StoreReads):
                 if closed_now and version.tx_to is not None:
                     changed.append((version.tx_to, "c", version.edge_id))
             if version.origins:
-                self._stated_rows(version, value, tenant, edge, puts, deletes)
+                before = pending.stated_before.get((version.tenant, version.edge_id)) if not closed_now else None
+                self._stated_rows(version, tenant, edge, None if is_new else before, puts, deletes)
             elif is_new:
                 if version.tx_to is None:
                     puts.append((self._believed_key(version, version.source_record, tenant, edge), value))

@@ -533,7 +533,7 @@ def materialise(drafts: list[Draft]) -> list[Step]:
 # -- running a history through the ledger and the model ---------------------------------------------------
 def model_names(steps: list[Step]) -> dict[str, str]:
     """The model's name (``event#index``) of each assertion, by the ledger's statement id for it."""
-    return {origin_id(TENANT, step.event.event_id, index): f"{step.event.event_id}#{index}"
+    return {origin_id(step.event.event_id, index): f"{step.event.event_id}#{index}"
             for step in steps if isinstance(step.event, Change) for index in range(len(step.event.asserts))}
 
 
@@ -1035,7 +1035,7 @@ def test_a_version_superseded_in_its_own_event_leaves_no_dangling_id() -> None:
                     edge_json(owner, valid_to="2026-01-01")),
     ]
     store, versions = run_lines(lines)
-    statements = {origin_id(TENANT, "ev1", 0), origin_id(TENANT, "ev2", 0), origin_id(TENANT, "ev2", 1)}
+    statements = {origin_id("ev1", 0), origin_id("ev2", 0), origin_id("ev2", 1)}
     assert {o.origin for v in versions.values() for o in origins_of(v)} <= statements, "origins of no assertion"
     assert [i for c in store.corrections(TENANT) for i in c.new_edge_ids if i not in versions] == [], (
         "corrections name appended versions that were never stored"

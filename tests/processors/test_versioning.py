@@ -245,7 +245,7 @@ def test_ids_from_the_hashed_once_event_digest_are_derive_ids() -> None:
     """``Versioner`` hashes the event's part of its ids once; the ids must stay ``derive_id``'s, so that
     replaying the same events yields the same ids as every earlier version of the ledger."""
     from processors.pending import PendingLedger
-    from processors.versioning import Versioner, derive_id, origin_id
+    from processors.versioning import Versioner, derive_id
     from processors.vocabulary import Vocabulary
     from schemas.ontology import default_ontology
     from state.kv import MemoryKV
@@ -255,9 +255,6 @@ def test_ids_from_the_hashed_once_event_digest_are_derive_ids() -> None:
     versioner = Versioner(PendingLedger(LedgerStore(MemoryKV())), vocabulary, "acme", "ev-\x00ü-7", 1)
     made = [versioner._next_id(prefix) for prefix in ("e", "e", "c", "r", "e")]
     assert made == [derive_id(prefix, "acme", "ev-\x00ü-7", str(n)) for n, prefix in enumerate("eecre", 1)]
-    assert [versioner.origin_id(index) for index in (0, 1, 12)] == [
-        origin_id("acme", "ev-\x00ü-7", index) for index in (0, 1, 12)], "statement ids: the event's alone"
-    assert len({*made, *(versioner.origin_id(index) for index in range(20))}) == 25
 
 
 def test_a_restatement_within_what_is_believed_appends_nothing(ledger: Ledger) -> None:
