@@ -14,9 +14,10 @@ Outcome = Literal["applied", "dead_lettered", "queued_for_review", "duplicate"]
 
 
 class Origin(NamedTuple):
-    """One statement of a believed piece: an assertion (``origin``, its id) from a source record and
-    version, with its event, evidence, confidence and detection time; the stretch of the piece it
-    states (valid time), and when the ledger held that it states it (transaction time)."""
+    """One statement of a believed version: an assertion (``origin``, its id) from a source record and
+    version, with its event, evidence, confidence and detection time; the stretch of the version it
+    states (valid time), and when the ledger held that it states it (transaction time). A version's
+    statements beyond the one it was appended for are kept apart from it (``LedgerReader.statements``)."""
 
     origin: str
     record: str | None
@@ -37,11 +38,11 @@ class Origin(NamedTuple):
 class EdgeVersion(NamedTuple):
     """One version of an edge. Immutable; a NamedTuple rather than a frozen dataclass because the
     ledger builds one per append, closing and decode, and a frozen dataclass costs 7x as much to build
-    (1.3 µs against 0.18 µs for these 20 fields).
+    (1.3 µs against 0.18 µs for these 19 fields).
 
     The source fields (``source_record`` to ``detected_at``) are those of the statement the version was
-    appended for, its ``origin``. ``origins`` lists every statement of the piece once there is more than
-    that one over the whole piece since it was appended (``processors.origins``); ``()`` means that one."""
+    appended for, its ``origin``. Every statement of it, that one included once there are others, is in
+    ``LedgerReader.statements`` (``processors.origins``): a restatement changes no version."""
 
     edge_id: str
     tenant: str
@@ -60,13 +61,11 @@ class EdgeVersion(NamedTuple):
     confidence: float
     origin: str
     """Id of the statement (assertion) the version was appended for (``versioning.origin_id``); a remainder
-    keeps its parent's while that statement still states it."""
+    keeps its parent's while that statement still states it, else takes the first that does."""
     supersedes: tuple[str, ...]
     event_id: str
     detected_at: int | None
     phrase: str | None = None
-    origins: tuple[Origin, ...] = ()
-    """Every statement of the piece, ended ones included (their ``tx_to`` set); ``()``: only ``origin``'s."""
 
     @property
     def believed(self) -> bool:
@@ -94,21 +93,12 @@ class EdgeVersion(NamedTuple):
     def visible(self, valid_at: int, known_at: int) -> bool:
         return self.known_at(known_at) and self.valid_at(valid_at)
 
-    def with_origins(self, origins: tuple[Origin, ...]) -> EdgeVersion:
-        """The version with ``origins`` as its statements. Speed: built as a tuple (``_replace`` parses
-        keywords, and the NamedTuple's own ``__new__`` runs interpreted even in the compiled core)."""
-        return tuple.__new__(EdgeVersion, (self.edge_id, self.tenant, self.src, self.rel, self.dst,  # type: ignore[arg-type]
-                                           self.valid_from, self.valid_to, self.tx_from, self.tx_to, self.authority,
-                                           self.source_record, self.source_version, self.evidence, self.confidence,
-                                           self.origin, self.supersedes, self.event_id, self.detected_at,
-                                           self.phrase, origins))
-
     def close_belief(self, tx: int) -> EdgeVersion:
         # Positionally: ``_replace`` parses keywords, and this runs for every closing.
         return EdgeVersion(self.edge_id, self.tenant, self.src, self.rel, self.dst, self.valid_from,
                            self.valid_to, self.tx_from, tx, self.authority, self.source_record,
                            self.source_version, self.evidence, self.confidence, self.origin,
-                           self.supersedes, self.event_id, self.detected_at, self.phrase, self.origins)
+                           self.supersedes, self.event_id, self.detected_at, self.phrase)
 
 
 EncodedVersion = tuple[EdgeVersion, bool, bool, bytes]

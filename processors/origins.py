@@ -1,13 +1,14 @@
-"""The origins of a believed piece: every statement that states it, and valid-time coverage.
+"""The origins of a believed version: every statement that states it, and valid-time coverage.
 
-A statement is one assertion of a source record at a version (``Origin``). A piece records each
+A statement is one assertion of a source record at a version (``Origin``). A version records each
 statement over the stretch of it that the statement states, with the transaction time the ledger
 held that: an entry is ended (``tx_to`` set), never edited, so a read as of a past ``known_at`` sees
-the origins of its time. A piece is believed while its live entries cover it; what they leave
-uncovered is no longer stated (``processors.versioning`` closes the piece and appends the rest).
+the origins of its time. A version is believed while its live entries cover it; what they leave
+uncovered is no longer stated (``processors.versioning`` closes it and appends the rest).
 
-A version stores its entries only once they differ from the one it was appended for over all of it
-(``EdgeVersion.origins`` empty): most pieces have one origin, and they cost nothing more.
+A version's statements are kept apart from it (``LedgerReader.statements``), and only once they differ
+from the one it was appended for over all of it (``explicit`` empty): most versions have one origin and
+cost nothing more, and a restatement adds a statement without changing a version.
 """
 
 from __future__ import annotations
@@ -23,14 +24,35 @@ _HIGH: Final = 1 << 64
 """No known end (``None``) as a number above every instant."""
 
 
-def origins_of(version: EdgeVersion) -> tuple[Origin, ...]:
-    """Every statement of ``version``, ended ones included: its ``origins``, or else the one it was
-    appended for, over all of it since it was appended."""
-    if version.origins:
-        return version.origins
-    return (origin_of(version.origin, version.source_record, version.source_version, version.event_id,
-                      version.evidence, version.confidence, version.detected_at, version.valid_from,
-                      version.valid_to, version.tx_from, None),)
+Statements = tuple[Origin, ...]
+"""A version's statements, in the order they were recorded, the one it was appended for first: entry
+``i`` is stored as row ``i``."""
+Stored = tuple[Origin | None, ...]
+"""``Statements`` as stored (``LedgerReader.statements``): the first is ``None`` while it is the one the
+version was appended for, as it was, which needs no row."""
+
+
+def own_statement(version: EdgeVersion) -> Origin:
+    """The statement ``version`` was appended for, over all of it since it was appended."""
+    return origin_of(version.origin, version.source_record, version.source_version, version.event_id,
+                     version.evidence, version.confidence, version.detected_at, version.valid_from,
+                     version.valid_to, version.tx_from, None)
+
+
+def origins_of(version: EdgeVersion, stored: Stored) -> Statements:
+    """Every statement of ``version``, ended ones included: its ``stored`` statements, or else the one it
+    was appended for."""
+    if not stored:
+        return (own_statement(version),)
+    first = stored[0]
+    if first is None:
+        return (own_statement(version), *[origin for origin in stored[1:] if origin is not None])
+    return tuple([origin for origin in stored if origin is not None])
+
+
+def explicit_of(version: EdgeVersion, stored: Stored) -> Statements:
+    """``version``'s statements if it has any stored (``origins_of``), else ``()``."""
+    return origins_of(version, stored) if stored else ()
 
 
 def origin_of(origin: str, record: str | None, version: str | None, event_id: str, evidence: str,
@@ -42,31 +64,33 @@ def origin_of(origin: str, record: str | None, version: str | None, event_id: st
                                   valid_from, valid_to, tx_from, tx_to))
 
 
-def live(origins: tuple[Origin, ...] | list[Origin]) -> list[Origin]:
-    """The statements that still state the piece."""
+def live(origins: Statements | list[Origin]) -> list[Origin]:
+    """The statements that still state the version."""
     return [origin for origin in origins if origin.tx_to is None]
 
 
-def states_from(version: EdgeVersion, record: str | None, source_version: str | None) -> bool:
+def states_from(version: EdgeVersion, stored: Stored, record: str | None, source_version: str | None) -> bool:
     """Whether a live statement of ``version`` comes from ``record`` at ``source_version`` (``None``: any)."""
-    if not version.origins:
+    if not stored:
         return (record is None or version.source_record == record) and (
             source_version is None or version.source_version == source_version)
     return any(origin.tx_to is None and (record is None or origin.record == record)
-               and (source_version is None or origin.version == source_version) for origin in version.origins)
+               and (source_version is None or origin.version == source_version)
+               for origin in origins_of(version, stored))
 
 
-def records_of(version: EdgeVersion) -> tuple[set[str | None], set[str | None]]:
-    """The source records of ``version``'s live statements, and of all of them."""
-    origins = origins_of(version)
-    return {origin.record for origin in origins if origin.tx_to is None}, {origin.record for origin in origins}
+def stating_records(version: EdgeVersion, explicit: Statements) -> set[str | None]:
+    """The source records of ``version``'s live statements."""
+    if not explicit:
+        return {version.source_record}
+    return {origin.record for origin in explicit if origin.tx_to is None}
 
 
-def known_origins(version: EdgeVersion, known_at: int) -> list[Origin]:
-    """``version``'s statements as the ledger held them at ``known_at``: those recorded by then, an ending
-    recorded later not yet happened."""
+def known_origins(origins: Statements, known_at: int) -> list[Origin]:
+    """``origins`` as the ledger held them at ``known_at``: those recorded by then, an ending recorded later
+    not yet happened."""
     return [origin if origin.tx_to is None or origin.tx_to <= known_at else origin._replace(tx_to=None)
-            for origin in origins_of(version) if origin.tx_from <= known_at]
+            for origin in origins if origin.tx_from <= known_at]
 
 
 def span(origin: Origin) -> Interval:
@@ -85,15 +109,14 @@ def clipped(origins: list[Origin], stretch: Interval, tx: int) -> list[Origin]:
     return kept
 
 
-def ended(origin: Origin, tx: int) -> list[Origin]:
-    """``origin`` no longer stating its piece from ``tx``: ended, or gone if recorded at ``tx`` itself."""
-    if origin.tx_from == tx:
-        return []
-    return [origin_of(origin.origin, origin.record, origin.version, origin.event_id, origin.evidence,
-                      origin.confidence, origin.detected_at, origin.valid_from, origin.valid_to, origin.tx_from, tx)]
+def ended(origin: Origin, tx: int) -> Origin:
+    """``origin`` no longer stating its version from ``tx``. Never dropped, even if recorded at ``tx``: a
+    statement keeps its position, which is its row."""
+    return origin_of(origin.origin, origin.record, origin.version, origin.event_id, origin.evidence,
+                     origin.confidence, origin.detected_at, origin.valid_from, origin.valid_to, origin.tx_from, tx)
 
 
-def without(origins: tuple[Origin, ...], tx: int, origin: str | None, record: str | None,
+def without(origins: Statements, tx: int, origin: str | None, record: str | None,
             version: str | None) -> list[Origin] | None:
     """``origins`` with the live statement ``origin``, or else those from ``record`` at ``version``
     (``None``: any), ended at ``tx``; ``None`` when none of them is there."""
@@ -103,31 +126,32 @@ def without(origins: tuple[Origin, ...], tx: int, origin: str | None, record: st
         if stated.tx_to is None and (stated.origin == origin if origin is not None else (
                 (record is None or stated.record == record) and (version is None or stated.version == version))):
             changed = True
-            kept += ended(stated, tx)
+            kept.append(ended(stated, tx))
         else:
             kept.append(stated)
     return kept if changed else None
 
 
-def cut_from_on(origins: tuple[Origin, ...], record: str, stopped_at: int | None, tx: int) -> list[Origin] | None:
+def cut_from_on(origins: Statements, record: str, stopped_at: int | None, tx: int) -> list[Origin] | None:
     """``origins`` with ``record``'s live statements ending at ``stopped_at`` in valid time, from ``tx``:
-    each affected one ended, and what it states before ``stopped_at`` a statement of its own from ``tx``;
-    ``None`` when none is affected."""
+    each affected one ended, and what it states before ``stopped_at`` a statement of its own from ``tx``,
+    added after the others (a statement keeps its position); ``None`` when none is affected."""
     kept: list[Origin] = []
+    added: list[Origin] = []
     changed = False
     for stated in origins:
         if stated.tx_to is None and stated.record == record:
             affected, before = cut_from(span(stated), stopped_at)
             if affected:
                 changed = True
-                kept += ended(stated, tx)
+                kept.append(ended(stated, tx))
                 if before is not None:
-                    kept.append(origin_of(stated.origin, stated.record, stated.version, stated.event_id,
-                                          stated.evidence, stated.confidence, stated.detected_at, before[0],
-                                          before[1], tx, None))
+                    added.append(origin_of(stated.origin, stated.record, stated.version, stated.event_id,
+                                           stated.evidence, stated.confidence, stated.detected_at, before[0],
+                                           before[1], tx, None))
                 continue
         kept.append(stated)
-    return kept if changed else None
+    return kept + added if changed else None
 
 
 # -- coverage in valid time ------------------------------------------------------------------------------------

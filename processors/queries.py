@@ -270,7 +270,8 @@ class QueryEngine:
         versions.sort(key=lambda v: (v.src, v.rel, v.dst, v.tx_from, v.valid_from or -(1 << 62), v.edge_id))
         return HistoryResult(
             tenant=tenant, entity=entity, anchor=anchor, known_at=format_micros(known_at) or "",
-            valid_at=format_micros(valid_at), rel=rel, versions=[history_out(v, known_at) for v in versions],
+            valid_at=format_micros(valid_at), rel=rel,
+            versions=[history_out(v, known_at, self.reader.statements(tenant, v.edge_id)) for v in versions],
         )
 
 

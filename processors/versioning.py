@@ -6,11 +6,10 @@ interval (``tx_to = tx``) and appends what is now believed: the remainders of th
 statements that state them) and the new fact. Every operation that closes a belief emits one
 correction naming the closed and the appended edge ids.
 
-A believed piece records every statement (assertion of a source record at a version) that states it
-(``processors.origins``). An assertion of a stretch already believed adds its statement to the pieces
-there: no version is closed or appended, and only the stretches not believed yet are appended, as one
-fact. A snapshot's omission, ``revoke`` and ``revoke_source`` end *their* statements; a piece ends
-only where no statement of its authority states it any more.
+A believed version records every statement (an assertion of a source record at a version) of it
+(``processors.origins``): restating a believed stretch adds a statement and appends no version; only
+what is not believed yet is appended, as one fact. A snapshot's omission, ``revoke`` and
+``revoke_source`` end *their* statements; a version ends where no statement of its authority is left.
 
 A logical edge is (src, rel, dst) *per authority* (source system): a source can retract only what it
 asserted itself, and a single-valued relationship closes only competing values from the same
@@ -27,9 +26,11 @@ from typing import Final
 from processors.intervals import Interval, cut_from, overlaps, subtract
 from processors.model import Correction, EdgeVersion, Origin, ReviewItem
 from processors.origins import (
+    Statements,
     clipped,
     covered,
     cut_from_on,
+    explicit_of,
     intersection,
     live,
     origin_of,
@@ -58,9 +59,8 @@ def derive_id(prefix: str, *parts: str) -> str:
 
 
 def origin_id(event_id: str, index: int) -> str:
-    """The id of an event's ``index``-th assertion as a statement: the event's alone, whatever the ledger
-    held, so the same events give the same ids. Event ids are unique per tenant, and the index follows
-    the last ``#``. Speed: no hashing, which cost 3 % of a load's instructions."""
+    """The id of an event's ``index``-th assertion as a statement: the event's alone (event ids are unique
+    per tenant; the index follows the last ``#``). Not hashed: a digest cost 3 % of a load's instructions."""
     return f"{event_id}#{index}"
 
 
@@ -137,16 +137,9 @@ class Versioner:
             believed.sort(key=_canonical)
         return believed
 
-    def _append(
-        self,
-        fact: Fact,
-        interval: Interval,
-        provenance: Provenance,
-        origin: str,
-        supersedes: tuple[str, ...],
-        event_id: str,
-        origins: tuple[Origin, ...] = (),
-    ) -> EdgeVersion:
+    def _append(self, fact: Fact, interval: Interval, provenance: Provenance, origin: str,
+                supersedes: tuple[str, ...], event_id: str, origins: Statements = ()) -> EdgeVersion:
+        """Append ``fact`` over ``interval``: statement ``origin``'s, stated by ``origins`` if it has others."""
         version = EdgeVersion(
             self._next_id("e"), self.tenant, fact.src, fact.rel, fact.dst,
             interval[0], interval[1],  # valid_from, valid_to
@@ -154,25 +147,35 @@ class Versioner:
             provenance.authority, provenance.record, provenance.version,
             fact.evidence, fact.confidence,
             origin, tuple(sorted(supersedes)) if len(supersedes) > 1 else supersedes,
-            event_id, provenance.detected_at, fact.phrase, origins,
+            event_id, provenance.detected_at, fact.phrase,
         )
         self.ledger.append(version)
+        if origins:
+            self.ledger.state(version, (), origins)
         return version
 
-    def _end_belief(self, old: EdgeVersion) -> bool:
-        """Close ``old``; a version this same transaction appended is discarded instead, since a belief
-        interval [tx, tx) would be empty. Returns whether a committed belief was closed."""
+    def _explicit(self, version: EdgeVersion) -> Statements:
+        """``version``'s statements once it has more than the one it was appended for, else ``()``."""
+        return explicit_of(version, self.ledger.statements(self.tenant, version.edge_id))
+
+    def _end_belief(self, old: EdgeVersion, explicit: Statements) -> bool:
+        """Close ``old`` (stored statements ``explicit``), or discard it if this transaction appended it (a
+        belief interval [tx, tx) would be empty). Returns whether a committed belief was closed."""
         if old.tx_from == self.tx:
             self.ledger.discard_new(old)
             return False
-        self.ledger.close(old, self.tx)
+        self.ledger.close(old, self.tx, explicit)
         return True
 
-    def _supersede(self, old: EdgeVersion, keep: list[Interval], stating: list[Origin] | None = None
-                   ) -> list[EdgeVersion]:
+    def _supersede(self, old: EdgeVersion, keep: list[Interval], stating: list[Origin] | None = None,
+                   explicit: Statements | None = None) -> list[EdgeVersion]:
         """Close ``old`` and append its pieces over ``keep``, each with the statements ``stating`` it
-        (``None``: those that state ``old`` now)."""
-        closed = self._end_belief(old)
+        (``None``: those that state ``old`` now; ``explicit``: its stored statements, when read already)."""
+        if explicit is None:
+            explicit = self._explicit(old)
+        if stating is None and explicit:
+            stating = live(explicit)
+        closed = self._end_belief(old, explicit)
         supersedes = (old.edge_id,) if closed else old.supersedes
         pieces = [self._remainder(old, stretch, supersedes, stating) for stretch in keep]
         if not closed:
@@ -181,36 +184,34 @@ class Versioner:
 
     def _remainder(self, old: EdgeVersion, stretch: Interval, supersedes: tuple[str, ...],
                    stating: list[Origin] | None) -> EdgeVersion:
-        """A piece of ``old`` over ``stretch``, stated by ``stating`` (``None``: what states ``old`` now). Its
-        source fields are those of the first statement that states it, ``old``'s own while it does."""
-        if stating is None and not old.origins:  # Speed: the one statement ``old`` was appended for
+        """A piece of ``old`` over ``stretch`` stated by ``stating`` (``None``: the statement ``old`` was
+        appended for), with the source fields of the first of them, ``old``'s own while it states it."""
+        if stating is None:
             fact = Fact(old.src, old.rel, old.dst, None, None, old.evidence, old.confidence, old.phrase)
             provenance = Provenance(old.authority, old.source_record, old.source_version, old.detected_at)
             return self._append(fact, stretch, provenance, old.origin, supersedes, old.event_id)
-        origins = clipped(live(origins_of(old)) if stating is None else stating, stretch, self.tx)
-        first = origins[0]
+        origins = clipped(stating, stretch, self.tx)
+        first = next((o for o in origins if o.origin == old.origin), origins[0])  # old's own, while it states it
+        if first is not origins[0]:
+            origins = [first, *(o for o in origins if o is not first)]  # a version's first statement is its own
         fact = Fact(old.src, old.rel, old.dst, None, None, first.evidence, first.confidence, old.phrase)
         provenance = Provenance(old.authority, first.record, first.version, first.detected_at)
         own = len(origins) == 1 and span(first) == stretch  # that one statement over all of it: implicit
         return self._append(fact, stretch, provenance, first.origin, supersedes, first.event_id,
                             () if own else tuple(origins))
 
-    def _restate(self, piece: EdgeVersion, origins: list[Origin], stating: list[str | None] | None = None) -> None:
-        """``piece`` stays believed, with ``origins`` as its statements (``stating``: the records of those added)."""
-        self.ledger.restate(piece, piece.with_origins(tuple(origins)), stating or [])
-
-    def _settle(self, piece: EdgeVersion, origins: list[Origin], closed: list[EdgeVersion],
+    def _settle(self, piece: EdgeVersion, explicit: Statements, origins: list[Origin], closed: list[EdgeVersion],
                 appended: list[EdgeVersion]) -> None:
-        """``piece`` with ``origins`` as its statements. Stated whole, it keeps its version; otherwise it is
-        closed and the stretches still stated are appended (``closed`` and ``appended`` take them)."""
+        """``piece``, stated by ``explicit``, now stated by ``origins``: kept if they state all of it, else
+        closed and the stretches they state appended (``closed`` and ``appended`` take them)."""
         stating = live(origins)
         whole = (piece.valid_from, piece.valid_to)
         stretches = covered(whole, [span(origin) for origin in stating])
         if stretches == [whole]:
-            self._restate(piece, origins)
+            self.ledger.state(piece, explicit, tuple(origins))
             return
         closed.append(piece)
-        appended += self._supersede(piece, stretches, stating)
+        appended += self._supersede(piece, stretches, stating, explicit)
 
     def _surviving(self, version: EdgeVersion) -> list[EdgeVersion]:
         """What this event leaves of a version it appended: the version, or the surviving pieces a later
@@ -286,20 +287,19 @@ class Versioner:
         """Add the statement to ``piece`` over ``overlap``, except where a statement from the same record and
         version with the same evidence and confidence states it already."""
         record, version = provenance.record, provenance.version
-        if not piece.origins and piece.source_record == record and piece.source_version == version and (
+        explicit = self._explicit(piece)
+        if not explicit and piece.source_record == record and piece.source_version == version and (
                 piece.evidence == fact.evidence and piece.confidence == fact.confidence):
             return  # Speed: stated so over all of it by the one statement it was appended for
-        origins = list(origins_of(piece))
+        origins = list(origins_of(piece, explicit))
         # Speed: a restatement mostly comes from another version, and nothing states it so already.
         same = [span(o) for o in origins if o.record == record and o.version == version and o.tx_to is None
                 and o.evidence == fact.evidence and o.confidence == fact.confidence]
         gaps = uncovered(overlap, same) if same else [overlap]
-        if not gaps:
-            return
-        for gap in gaps:
-            origins.append(origin_of(origin, record, version, self.event_id, fact.evidence, fact.confidence,
-                                     provenance.detected_at, gap[0], gap[1], self.tx, None))
-        self._restate(piece, origins, [record])
+        origins += [origin_of(origin, record, version, self.event_id, fact.evidence, fact.confidence,
+                              provenance.detected_at, gap[0], gap[1], self.tx, None) for gap in gaps]
+        if gaps:
+            self.ledger.state(piece, explicit, tuple(origins))
 
     def _believed_and_competing(self, fact: Fact, authority: str) -> tuple[list[EdgeVersion], list[EdgeVersion]]:
         """For a single-valued relationship: the believed versions of the fact's edge from ``authority``
@@ -314,8 +314,8 @@ class Versioner:
         return believed, competing
 
     def _flag_conflicts(self, pieces: list[EdgeVersion], rivals: list[EdgeVersion]) -> None:
-        """Note a conflict for ``finish``: a later assertion of the same event may still cut the pieces. Its
-        review id is taken now, so every id this event derives is the same whatever comes of it."""
+        """Note a conflict for ``finish`` (a later assertion of the event may cut the pieces), its review id
+        taken now, so that every id the event derives is the same whatever comes of it."""
         if rivals:
             self._conflicts.append((self._next_id("r"), pieces, rivals))
 
@@ -370,9 +370,10 @@ class Versioner:
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
         for piece in self._believed(src, rel, dst, authority, phrase):
-            origins = cut_from_on(origins_of(piece), record, stopped_at, self.tx)
+            explicit = self._explicit(piece)
+            origins = cut_from_on(origins_of(piece, explicit), record, stopped_at, self.tx)
             if origins is not None:
-                self._settle(piece, origins, closed, appended)
+                self._settle(piece, explicit, origins, closed, appended)
         self._correct("retract", closed, appended)
 
     def revoke(self, pieces: list[EdgeVersion], cause: str, origin: str | None = None, record: str | None = None,
@@ -384,9 +385,10 @@ class Versioner:
         appended: list[EdgeVersion] = []
         for piece in sorted(pieces, key=_canonical):
             if piece.tx_to is None:
-                origins = without(origins_of(piece), self.tx, origin, record, source_version)
+                explicit = self._explicit(piece)
+                origins = without(origins_of(piece, explicit), self.tx, origin, record, source_version)
                 if origins is not None:
-                    self._settle(piece, origins, closed, appended)
+                    self._settle(piece, explicit, origins, closed, appended)
         self._correct(cause, closed, appended)
 
 

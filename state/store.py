@@ -7,12 +7,22 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from processors.model import Correction, EdgeVersion, EncodedVersion, SourceActivity, last_heard_tx
-from processors.origins import records_of
 from processors.pending import PendingLedger
 from state import codec
 from state.keys import encode_int, encode_int_desc, encode_str, pack
 from state.kv import OrderedKV
-from state.layout import FORMAT, FORMAT_VERSION, IN, INDEX, LAST_TX, OUT, digest, listing_rows, recorded_format
+from state.layout import (
+    FORMAT,
+    FORMAT_VERSION,
+    IN,
+    INDEX,
+    LAST_TX,
+    OUT,
+    digest,
+    listing_rows,
+    position,
+    recorded_format,
+)
 from state.reads import StoreReads
 
 NO_TRANSACTION: Final = -(1 << 62)
@@ -101,8 +111,18 @@ class LedgerStore(StoreReads):
         return puts
 
     def _write_through(self, pending: PendingLedger) -> None:
-        """After a commit: the entity and alias caches take the batch's entities and aliases (the
-        believed-edges cache was kept in step while the rows were built)."""
+        """After a commit: the entity and alias caches take the batch's entities and aliases, and the
+        statements cache the statements of what the batch appended or restated (the believed-edges cache was
+        kept in step while the rows were built). A replayed batch names the rows it wrote, not every
+        statement: those versions are read again."""
+        for key in pending.appended:  # Speed: a later read of their statements is a hit, not a seek
+            self._cache_statements(key, pending.stated.get(key, ()))
+        for key in pending.statement_rows:
+            stated = pending.stated.get(key)
+            if stated is not None:
+                self._cache_statements(key, stated)
+            else:
+                self._statements.pop(key, None)
         for key, entity in pending.entities.items():
             self._entities[key] = entity
         for alias in pending.aliases:
@@ -138,39 +158,33 @@ class LedgerStore(StoreReads):
             encoded = self._parts[part] = pack(part)
         return encoded
 
-    def _believed_key(self, version: EdgeVersion, record: str | None, tenant: bytes, edge: bytes) -> bytes:
-        """The version's ``B`` key under ``record``. Source records are non-empty, so "" files the
-        statements that name none."""
-        return b"".join((b"B", tenant, self._encoded_part(version.authority), encode_str(record or ""), edge))
+    def _believed_key(self, version: EdgeVersion, tenant: bytes, edge: bytes) -> bytes:
+        """The version's ``B`` key. Source records are non-empty, so "" files the versions that name none."""
+        return b"".join((b"B", tenant, self._encoded_part(version.authority),
+                         encode_str(version.source_record or ""), edge))
 
-    def _stated_rows(self, version: EdgeVersion, tenant: bytes, edge: bytes, before: set[str | None] | None,
-                     puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
-        """The ``B`` rows of a version with several statements: one per record that states it while it is
-        believed; the row of a record none of whose statements is live any more goes. A ``B`` row holds the
-        version without its statements (``value`` has them), which never changes, so given the records that
-        stated it ``before`` the batch (a restated version) only the rows of records that began or ceased to
-        state it are written."""
-        stating, every = records_of(version)
-        if version.tx_to is not None:
-            stating = set()
-        filed: bytes | None = None
-        for record in every:
-            if before is not None and (record in stating) == (record in before):
-                continue
-            key = self._believed_key(version, record, tenant, edge)
-            if record in stating:
-                if filed is None:
-                    filed = codec.encode_version(version.with_origins(()))
-                puts.append((key, filed))
-            else:
-                deletes.append(key)
+    def _statement_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
+        """The ``O`` rows of the statements the batch added or ended, and the ``B`` rows of the records that
+        began (a row holding nothing: a read takes the version from ``V``) or ceased to state a version.
+        Written after the versions' rows, so that a record that ceased and began again holds that row."""
+        for (tenant, edge_id), rows in pending.statement_rows.items():
+            prefix = b"O" + pack(tenant, edge_id)
+            for index, origin in rows.items():
+                puts.append((prefix + position(index), codec.encode_origin(origin)))
+        for (tenant, edge_id), filed in pending.filings.items():
+            encoded_tenant, edge = self._encoded_part(tenant), encode_str(edge_id)
+            for (system, record), began in filed.items():
+                key = b"".join((b"B", encoded_tenant, self._encoded_part(system), encode_str(record or ""), edge))
+                if began:
+                    puts.append((key, INDEX))
+                else:
+                    deletes.append(key)
 
     def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes],
                       encoded: list[EncodedVersion]) -> None:
         """The rows of each touched version: V; when it is new, both A ends (keys only) and, while it is
-        believed, B (deleted when it is closed; one per record that states it); then per tenant one T row
-        listing what was appended and closed. A version neither new nor closed changed its statements.
-        The believed-edges cache takes each version as its rows are built (one pass over the batch, not
+        believed, B (deleted when it is closed); then per tenant one T row listing what was appended and
+        closed. The believed-edges cache takes each version as its rows are built (one pass over the batch, not
         two); ``commit`` drops the caches if the write then fails. Each version is also listed in
         ``encoded`` with its encoding."""
         # Speed: the value is encoded once and shared by V and B, and the key parts that every
@@ -200,14 +214,11 @@ class LedgerStore(StoreReads):
                     changed.append((version.tx_from, "a", version.edge_id))
                 if closed_now and version.tx_to is not None:
                     changed.append((version.tx_to, "c", version.edge_id))
-            if version.origins:
-                before = pending.stated_before.get((version.tenant, version.edge_id)) if not closed_now else None
-                self._stated_rows(version, tenant, edge, None if is_new else before, puts, deletes)
-            elif is_new:
+            if is_new:
                 if version.tx_to is None:
-                    puts.append((self._believed_key(version, version.source_record, tenant, edge), value))
+                    puts.append((self._believed_key(version, tenant, edge), value))
             elif closed_now:
-                deletes.append(self._believed_key(version, version.source_record, tenant, edge))
+                deletes.append(self._believed_key(version, tenant, edge))
         puts += listing_rows(b"T", changes, None, codec.encode_changes)  # (tx, a/c, edge_id): key order
 
     # -- the one atomic write -----------------------------------------------------------------------------------
@@ -231,6 +242,8 @@ class LedgerStore(StoreReads):
         deletes: list[bytes] = []
         encoded: list[EncodedVersion] = []
         self._version_rows(pending, puts, deletes, encoded)
+        if pending.statement_rows or pending.filings:
+            self._statement_rows(pending, puts, deletes)
         if log_rows is not None:
             puts += log_rows(encoded)
         for entity in pending.entities.values():

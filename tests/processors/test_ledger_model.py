@@ -46,7 +46,7 @@ from hypothesis import strategies as st
 from processors.batch import BatchRunner
 from processors.clock import TransactionClock
 from processors.ledger import LedgerProcessor
-from processors.model import Direction, EdgeVersion
+from processors.model import Direction, EdgeVersion, Origin
 from processors.origins import covered, known_origins, origins_of, span
 from processors.pending import BatchCounts, PendingLedger
 from processors.versioning import origin_id
@@ -442,6 +442,14 @@ def stored_versions(store: LedgerStore, direction: Direction = "out") -> dict[st
     }
 
 
+Stated = dict[str, tuple[Origin, ...]]
+"""Every statement of each stored version, by edge id (``origins_of``: its stored ones or its own)."""
+
+
+def stored_statements(store: LedgerStore, versions: dict[str, EdgeVersion]) -> Stated:
+    return {edge_id: origins_of(v, store.statements(TENANT, edge_id)) for edge_id, v in versions.items()}
+
+
 def later_start(valid_from: str | None, valid_to: str | None) -> str | None:
     """The next instant after ``valid_from`` if it is still before ``valid_to``, else ``valid_from``."""
     start = -1 if valid_from is None else BOUNDARIES.index(micros(valid_from))
@@ -558,34 +566,37 @@ def overlapping(versions: Iterable[EdgeVersion], when: str) -> list[str]:
 
 @dataclass
 class CommitWatcher:
-    """Commits each batch, then checks that no stored version vanished or changed, except by closing."""
+    """Commits each batch, then checks that no stored version vanished or changed, except by closing,
+    and that a version's statements were only added to or ended, never edited or dropped."""
 
     store: LedgerStore
     known: dict[str, EdgeVersion] = field(default_factory=dict)
+    stated: Stated = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
 
     def commit(self, pending: PendingLedger) -> None:
         self.store.commit(pending)
         current = stored_versions(self.store)
+        stated = stored_statements(self.store, current)
         for edge_id, before in self.known.items():
             after = current.get(edge_id)
             if after is None:
                 self.violations.append(f"version {edge_id} disappeared")
-            elif after != before and not (before.tx_to is None and only_closed_or_restated(before, after)):
+            elif after != before and not (before.tx_to is None and after._replace(tx_to=None) == before):
                 self.violations.append(f"version {edge_id} changed from {before} to {after}")
+            elif not only_added_or_ended(self.stated[edge_id], stated[edge_id]):
+                self.violations.append(f"version {edge_id}'s statements changed from {self.stated[edge_id]} "
+                                       f"to {stated[edge_id]}")
         self.violations += overlapping(
             (v for v in current.values() if v.tx_to is None), "believed after a commit"
         )
-        self.known = current
+        self.known, self.stated = current, stated
 
 
-def only_closed_or_restated(before: EdgeVersion, after: EdgeVersion) -> bool:
-    """``after`` is ``before`` closed, or with statements added or ended (an ended one otherwise as it was)."""
-    if after._replace(tx_to=None, origins=()) != before._replace(origins=()):
-        return False
-    now = origins_of(after)
-    ended = {a._replace(tx_to=None) for a in now if a.tx_to is not None}
-    return all(b in now or (b.tx_to is None and b in ended) for b in origins_of(before))
+def only_added_or_ended(before: tuple[Origin, ...], after: tuple[Origin, ...]) -> bool:
+    """``after`` is ``before`` with statements added after them, or ended (otherwise as they were)."""
+    return len(after) >= len(before) and all(
+        b == a or (b.tx_to is None and a == b._replace(tx_to=a.tx_to)) for b, a in zip(before, after, strict=False))
 
 
 @dataclass
@@ -597,6 +608,7 @@ class Replay:
     counts: BatchCounts
     outcomes: Counter[str]
     versions: dict[str, EdgeVersion]
+    stated: Stated
     watcher: CommitWatcher
     moments: list[tuple[int, int]]
     """(model known_at, ledger known_at) right after each event, the ledger's read off its own records."""
@@ -609,8 +621,9 @@ def ledger_stamps(store: LedgerStore, versions: dict[str, EdgeVersion]) -> list[
     corrections = list(store.corrections(TENANT))
     appended_by = {edge_id: c.event_id for c in corrections for edge_id in c.new_edge_ids}
     stamps = [(f"version {v.edge_id}", appended_by.get(v.edge_id, v.event_id), v.tx_from) for v in versions.values()]
+    stated = stored_statements(store, versions)
     for v in versions.values():
-        origins = origins_of(v)
+        origins = stated[v.edge_id]
         ended_at = {(o.origin, o.tx_to) for o in origins}
         stamps += [(f"origin {o.origin} of {v.edge_id}", o.event_id, o.tx_from) for o in origins
                    if o.tx_from != v.tx_from and (o.origin, o.tx_from) not in ended_at]  # not what a cut left
@@ -657,15 +670,16 @@ def replay(steps: list[Step], kv: OrderedKV, batch_size: int) -> Replay:
             # event that made it): read at the model's tx, which timeline_problems holds the ledger to.
             ledger_now = snapshot.tx
         moments.append((snapshot.tx, ledger_now))
-    return Replay(steps, store, processor, model, counts, outcomes, versions, watcher, moments)
+    stated = stored_statements(store, versions)
+    return Replay(steps, store, processor, model, counts, outcomes, versions, stated, watcher, moments)
 
 
-def ledger_answer(versions: Iterable[EdgeVersion], valid_at: int, known_at: int,
-                  names: dict[str, str]) -> Counter[Fact]:
+def ledger_answer(versions: Iterable[EdgeVersion], valid_at: int, known_at: int, names: dict[str, str],
+                  stated: Stated) -> Counter[Fact]:
     """Each version believed at (valid_at, known_at), with the statements that state valid_at then."""
     def said(v: EdgeVersion) -> frozenset[Said]:
         return frozenset((o.record, o.version, o.evidence, o.confidence, names.get(o.origin, o.origin))
-                         for o in known_origins(v, known_at) if o.tx_to is None
+                         for o in known_origins(stated[v.edge_id], known_at) if o.tx_to is None
                          and (o.valid_from is None or o.valid_from <= valid_at)
                          and (o.valid_to is None or valid_at < o.valid_to))
 
@@ -706,7 +720,7 @@ def disagreements(run: Replay, limit: int = 5) -> list[str]:
         known_now = [v for v in run.versions.values() if v.known_at(ledger_known)]
         for valid_at in VALID_POINTS:
             expected = run.model.answer(valid_at, model_known)
-            actual = ledger_answer(known_now, valid_at, ledger_known, names)
+            actual = ledger_answer(known_now, valid_at, ledger_known, names, run.stated)
             if expected != actual and len(problems) < limit:
                 problems.append(
                     f"valid_at={show(valid_at)} known_at={show(model_known)} "
@@ -735,7 +749,7 @@ def timeline_problems(run: Replay) -> list[str]:
     ]
     problems += [
         f"origin {o.origin} of {v.edge_id} is held over [{show(o.tx_from)}, {show(o.tx_to)}), not between events"
-        for v in versions.values() for o in origins_of(v)
+        for v in versions.values() for o in run.stated[v.edge_id]
         if o.tx_from not in event_txs or (o.tx_to is not None and o.tx_to not in event_txs)
     ]
     order = {
@@ -788,12 +802,12 @@ def statement_problems(run: Replay) -> list[str]:
     moments = sorted({s.tx for s in run.model.snapshots})
     for v in run.versions.values():
         whole = (v.valid_from, v.valid_to)
-        first = [o for o in origins_of(v) if o.tx_from == v.tx_from]
+        first = [o for o in run.stated[v.edge_id] if o.tx_from == v.tx_from]
         if not first or (first[0].origin, first[0].record, first[0].version, first[0].event_id) != (
                 v.origin, v.source_record, v.source_version, v.event_id):
             problems.append(f"version {v.edge_id} was appended without its own statement first: {first}")
         for tx in [t for t in moments if v.known_at(t)]:
-            stating = [o for o in known_origins(v, tx) if o.tx_to is None]
+            stating = [o for o in known_origins(run.stated[v.edge_id], tx) if o.tx_to is None]
             if covered(whole, [span(o) for o in stating]) != [whole] or any(
                     covered(whole, [span(o)]) != [span(o)] for o in stating):
                 problems.append(f"version {v.edge_id} {whole} as known at {show(tx)} is stated over "
@@ -806,7 +820,7 @@ def reference_problems(run: Replay) -> list[str]:
     versions, names = run.versions, model_names(run.steps)
     problems = [
         f"version {v.edge_id} (event {v.event_id}) has origin {o.origin}, which names no assertion"
-        for v in versions.values() for o in origins_of(v)
+        for v in versions.values() for o in run.stated[v.edge_id]
         if o.origin not in names or not names[o.origin].startswith(f"{o.event_id}#")
     ]
     problems += [
@@ -1036,7 +1050,8 @@ def test_a_version_superseded_in_its_own_event_leaves_no_dangling_id() -> None:
     ]
     store, versions = run_lines(lines)
     statements = {origin_id("ev1", 0), origin_id("ev2", 0), origin_id("ev2", 1)}
-    assert {o.origin for v in versions.values() for o in origins_of(v)} <= statements, "origins of no assertion"
+    stated = stored_statements(store, versions)
+    assert {o.origin for v in versions.values() for o in stated[v.edge_id]} <= statements, "origins of no assertion"
     assert [i for c in store.corrections(TENANT) for i in c.new_edge_ids if i not in versions] == [], (
         "corrections name appended versions that were never stored"
     )

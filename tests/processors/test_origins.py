@@ -26,7 +26,7 @@ def revoke_source(ledger: Ledger, record: str, version: str, system: str = "cmdb
 def stating(ledger: Ledger, src: str, dst: str) -> list[tuple[str, str | None, str | None]]:
     """(system, record, version) of each live statement of the believed versions of ``src`` depends_on ``dst``."""
     return [(v.authority, o.record, o.version) for v in ledger.believed(src, "depends_on") if v.dst == dst
-            for o in origins_of(v) if o.tx_to is None]
+            for o in origins_of(v, ledger.origins(v)) if o.tx_to is None]
 
 
 def test_a_fact_restated_by_a_later_version_survives_the_revocation_of_the_first() -> None:
@@ -71,7 +71,7 @@ def test_a_fact_two_records_state_survives_one_records_snapshot_omitting_it() ->
     assert believed.edge_id == shared.edge_id, "rel/x still states it: no change of belief"
     assert ledger.counts.corrections == 0
     april = parse_micros("2026-04-01T00:00:00Z")
-    assert [(o.record, o.valid_to, o.tx_to is None) for o in believed.origins] == [
+    assert [(o.record, o.valid_to, o.tx_to is None) for o in ledger.origins(believed)] == [
         ("rel/x", None, True), ("rel/y", None, False), ("rel/y", april, True)], \
         "rel/y's statement ends from 1 April: the change of origins is kept"
 

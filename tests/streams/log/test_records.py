@@ -2,12 +2,14 @@
 
 import base64
 import re
+from collections import Counter
 from dataclasses import asdict
 
 import orjson
 import pytest
 
 from processors.model import Correction, DeadLetter
+from processors.origins import origins_of
 from processors.outbox import (
     ORIGINAL_KEPT,
     VERSION_LAYOUT,
@@ -67,12 +69,12 @@ def test_a_record_id_with_characters_json_escapes_is_still_valid_json() -> None:
 
 def test_a_version_that_is_not_the_stored_array_is_refused_with_its_reason() -> None:
     record = {"kind": "edge_version", "batch": "b-1", "record_id": "r", "appended": True, "closed": False}
-    with pytest.raises(LogFormatError, match="array of 20 fields"):
+    with pytest.raises(LogFormatError, match="array of 19 fields"):
         decode_logged_version({**record, "layout": VERSION_LAYOUT, "version": ["e1", "acme"]})
     with pytest.raises(LogFormatError, match="got str"):
         decode_logged_version({**record, "layout": VERSION_LAYOUT, "version": "e1"})
-    with pytest.raises(LogFormatError, match="layout 1: this edgeledger reads layout 2"):
-        decode_logged_version({**record, "layout": 1, "version": []})  # versions of one provenance each
+    with pytest.raises(LogFormatError, match="layout 2: this edgeledger reads layout 1"):
+        decode_logged_version({**record, "layout": 2, "version": []})
     with pytest.raises(LogFormatError, match="layout None"):
         decode_logged_version({**record, "version": {"edge_id": "e1"}})  # the contract's edge shape is not read
 
@@ -197,8 +199,8 @@ def test_replaying_the_log_rebuilds_corrections_reviews_dead_letters_traces_hear
 
 def test_replaying_the_log_gives_every_version_the_same_origins() -> None:
     """Restatements by several records and versions, a revocation of one version and a snapshot's
-    omission: the log carries each change of a version's origins (records neither appended nor closed),
-    and a replay holds the same versions, origins and source index, row for row."""
+    omission: the log carries each statement added or ended and each record that began or ceased to
+    state a version, and a replay holds the same versions, statements and source index, row for row."""
     a, b, c = "Service:cmdb:A", "Service:cmdb:B", "Service:cmdb:C"
     ledger = Ledger()
     changes = [
@@ -212,14 +214,15 @@ def test_replaying_the_log_gives_every_version_the_same_origins() -> None:
     ]
     lines = [orjson.dumps({"kind": "clock", "now": "2026-03-01T00:00:00Z"}), *map(orjson.dumps, changes)]
     store, log = _logged_load(lines)
-    restated = [orjson.loads(raw) for raw in log if b'"kind":"edge_version"' in raw and b"@origins-" in raw]
-    assert restated and not any(r["appended"] or r["closed"] for r in restated), "origin changes are on the log"
+    kinds = Counter(orjson.loads(raw)["kind"] for raw in log)
+    assert (kinds["statement"], kinds["filing"]) == (2 + 3, 1), "2 added; 1 ended, 1 cut (2 rows); rel/y began"
     rebuilt = LedgerStore(MemoryKV())
     Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), {})
-    for table in (b"V", b"B", b"A", b"T"):
+    for table in (b"V", b"O", b"B", b"A", b"T"):
         assert list(rebuilt.kv.scan(table)) == list(store.kv.scan(table)), f"table {table!r} differs"
-    believed = {v.edge_id: v for v in store.adjacent("acme", a, "depends_on", "out") if v.tx_to is None}
-    assert sorted(len(v.origins) for v in believed.values()) == [2, 3], "svc/a v1 and v2; rel/x, rel/y cut"
+    believed = [v for v in store.adjacent("acme", a, "depends_on", "out") if v.tx_to is None]
+    assert sorted(len(origins_of(v, rebuilt.statements("acme", v.edge_id))) for v in believed) == [2, 3], \
+        "svc/a v1 and v2; rel/x, rel/y cut"
     assert rebuilt.believed_from_record("acme", "cmdb", "rel/x") == store.believed_from_record("acme", "cmdb", "rel/x")
 
 
@@ -577,12 +580,15 @@ def test_every_record_the_builders_emit_is_of_its_kinds_model() -> None:
     log += [record.value for record in parted if record.topic == "edge-versions"]
     log += [_fence(0, 3), probe_record()[1], input_reset_record(0, [("in", 0)], (0, 3), "a new topic"),
             input_reset_record(0, [("in", 0)], None, "a new topic")]
+    restated = Ledger()  # a second record stating an edge: statements, and a record that began to state it
+    log += _logged_load([orjson.dumps(restated.change("cmdb", record).asserts(
+        "Service:cmdb:S1", "depends_on", "Service:cmdb:S2").event) for record in ("r1", "r2")])[1]
     kinds = set()
     for raw in log:
         record = models.validate_json(raw, strict=True)
         kinds.add(record["kind"])
-    assert kinds == {"edge_version", "entity", "alias", "correction", "review", "dead_letter", "trace", "heartbeat",
-                     "batch", "fence", "probe", "input_reset"}
+    assert kinds == {"edge_version", "statement", "filing", "entity", "alias", "correction", "review", "dead_letter",
+                     "trace", "heartbeat", "batch", "fence", "probe", "input_reset"}
     marker = next(orjson.loads(raw) for raw in log if is_marker(raw))
     with pytest.raises(ValidationError, match="from"):
         models.validate_python({key: value for key, value in marker.items() if key != "from"}, strict=True)
