@@ -21,7 +21,8 @@ epoch (``state.codec.encode_version``, the bytes of the stored row), and its ``l
 order (``VERSION_LAYOUT``; a reader refuses a layout it does not know rather than misread it). The
 statement rows a batch writes (``statement``: a version's statement by position, added or ended) and
 the source-index rows of records that began or ceased to state a version (``filing``) are records
-too, so that a replica holds the same origins. ``schemas.log_records`` describes every record kind.
+too, so that a replica holds the same origins; a version marked ``restated`` by a later batch is sent
+again (neither appended nor closed). ``schemas.log_records`` describes every record kind.
 
 Other outputs: ``edge-corrections`` (correction events), ``dead-letter`` (original bytes, stage,
 reason), ``review-queue`` (parked events and flagged conflicts).
@@ -77,9 +78,10 @@ def _bounded_base64(encoded: str | None) -> dict[str, object]:
     return {"original_base64": encoded[:kept], "original_base64_truncated": len(encoded) > kept}
 
 
-VERSION_LAYOUT = 1
-"""The field order of an ``edge_version`` record's ``version`` array: 1 is ``EdgeVersion``'s 19 fields.
-Change it with any change to ``EdgeVersion``'s fields: a reader refuses a layout it does not know."""
+VERSION_LAYOUT = 2
+"""The field order of an ``edge_version`` record's ``version`` array: 2 is ``EdgeVersion``'s 20 fields,
+``restated`` last. Change it with any change to ``EdgeVersion``'s fields: a reader refuses a layout it
+does not know."""
 _VERSION_FLAGS = {(appended, closed): b',"appended":%s,"closed":%s,"layout":%d,"version":' % (
     orjson.dumps(appended), orjson.dumps(closed), VERSION_LAYOUT)
     for appended in (False, True) for closed in (False, True)}
@@ -91,9 +93,12 @@ def version_head(batch_id: str) -> bytes:
     return b'{"kind":"edge_version","batch":' + orjson.dumps(batch_id) + b',"record_id":'
 
 
-def version_record_id(version: EdgeVersion) -> str:
-    """An ``edge_version`` record's id: a version's open and closed states are two records."""
-    return f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
+def version_record_id(version: EdgeVersion, appended: bool = True) -> str:
+    """An ``edge_version`` record's id: a version's open and closed states are two records, and so is
+    the open version marked ``restated`` later (neither ``appended`` nor closed)."""
+    if version.tx_to is not None:
+        return f"{version.tenant}/{version.edge_id}@closed"
+    return f"{version.tenant}/{version.edge_id}@{'open' if appended else 'restated'}"
 
 
 def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: bytes, head: bytes,
@@ -106,7 +111,7 @@ def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: 
     ``head``: ``version_head`` of the record's batch; ``record_id``: ``version_record_id``, when the
     caller has it already."""
     if record_id is None:
-        record_id = version_record_id(version)
+        record_id = version_record_id(version, appended)
     return b"".join((head, orjson.dumps(record_id), _VERSION_FLAGS[appended, closed], encoded, b"}"))
 
 
@@ -158,7 +163,7 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     log = Topic.EDGE_VERSIONS
     head = version_head(batch_id)
     for version, is_new, closed_now, encoded in versions:
-        record_id = version_record_id(version)
+        record_id = version_record_id(version, is_new)
         records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now, encoded, head,
                                                                     record_id)))
         ids.append(record_id)

@@ -120,8 +120,12 @@ class PendingLedger:
     def state(self, version: EdgeVersion, before: Statements, after: Statements) -> None:
         """``version``, appended or held believed, is stated by ``after`` where it was by ``before`` (``()``:
         no statement of it is stored yet, only the one it was appended for). Notes the rows to write: the
-        statements added or ended, and the ``B`` rows of the records that began or ceased to state it."""
+        statements added or ended, the ``B`` rows of the records that began or ceased to state it, and
+        the version marked ``restated`` if it was not."""
         key = (version.tenant, version.edge_id)
+        if not version.restated:  # its first statements of its own: the version says so, once
+            self.versions[key] = version.as_restated()
+            self._touched_out.add((version.tenant, version.src, version.rel))
         self.stated[key] = after
         rows = self.statement_rows.get(key)
         if rows is None:
@@ -152,6 +156,10 @@ class PendingLedger:
         """``LedgerReader.statements``, as the batch left them."""
         held = self.stated.get((tenant, edge_id))
         return held if held is not None else self.base.statements(tenant, edge_id)
+
+    def statements_of(self, version: EdgeVersion) -> Stored:
+        """``statements`` of ``version``, read only if it is ``restated``."""
+        return self.statements(version.tenant, version.edge_id) if version.restated else ()
 
     def _indexed_under(self, version: EdgeVersion) -> list[list[str]]:
         """The index lists an appended version is filed in; ``append`` and ``discard_new`` share them,
@@ -233,7 +241,7 @@ class PendingLedger:
             for edge_id in edge_ids
         ]
         return _distinct([v for v in self._filed(tenant, base, new_ids)
-                          if v.tx_to is None and states_from(v, self.statements(tenant, v.edge_id), record, version)])
+                          if v.tx_to is None and states_from(v, self.statements_of(v), record, version)])
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         pending = self.entities.get((tenant, entity_id))

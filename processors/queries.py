@@ -271,7 +271,8 @@ class QueryEngine:
         return HistoryResult(
             tenant=tenant, entity=entity, anchor=anchor, known_at=format_micros(known_at) or "",
             valid_at=format_micros(valid_at), rel=rel,
-            versions=[history_out(v, known_at, self.reader.statements(tenant, v.edge_id)) for v in versions],
+            versions=[history_out(v, known_at, self.reader.statements(tenant, v.edge_id) if v.restated else ())
+                      for v in versions],
         )
 
 

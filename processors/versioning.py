@@ -156,7 +156,7 @@ class Versioner:
 
     def _explicit(self, version: EdgeVersion) -> Statements:
         """``version``'s statements once it has more than the one it was appended for, else ``()``."""
-        return explicit_of(version, self.ledger.statements(self.tenant, version.edge_id))
+        return explicit_of(version, self.ledger.statements_of(version))
 
     def _end_belief(self, old: EdgeVersion, explicit: Statements) -> bool:
         """Close ``old`` (stored statements ``explicit``), or discard it if this transaction appended it (a

@@ -19,10 +19,10 @@ _EXACT = ConfigDict(extra="forbid")
 Outcome = Literal["applied", "duplicate", "dead_lettered", "queued_for_review"]
 
 StoredVersion = tuple[str, str, str, str, str, int | None, int | None, int, int | None, str, str | None,
-                      str | None, str, float, str, list[str], str, int | None, str | None]
+                      str | None, str, float, str, list[str], str, int | None, str | None, bool]
 """``processors.model.EdgeVersion``'s fields in order (``state.codec.encode_version``): edge_id, tenant,
 src, rel, dst, valid_from, valid_to, tx_from, tx_to, authority, source_record, source_version,
-evidence, confidence, origin, supersedes, event_id, detected_at, phrase."""
+evidence, confidence, origin, supersedes, event_id, detected_at, phrase, restated."""
 
 StoredOrigin = tuple[str, str | None, str | None, str, str, float, int | None, int | None, int | None, int,
                      int | None]
@@ -37,7 +37,7 @@ class EdgeVersionRecord(TypedDict):
     record_id: str
     appended: bool
     closed: bool
-    layout: Literal[1]
+    layout: Literal[2]
     """``processors.outbox.VERSION_LAYOUT``: the order of ``version``."""
     version: StoredVersion
 

@@ -48,8 +48,8 @@ class StoreReads:
         # Sources whose believed out-edges of one relationship are too many to cache: a policy that
         # applies to every service. Remembered so that their out-adjacency is not read again.
         self._too_wide: dict[tuple[str, str, str], None] = {}
-        # The statements of versions versioning met or the ledger wrote, ``()`` for most: a restatement
-        # reads them, and most versions have none stored. Written through on commit; oldest out first.
+        # The statements of the ``restated`` versions versioning met or the ledger wrote: a restatement
+        # reads them. Written through on commit.
         self._statements: dict[tuple[str, str], tuple[Origin | None, ...]] = {}
 
     def close(self) -> None:
@@ -129,26 +129,20 @@ class StoreReads:
 
     def statements(self, tenant: str, edge_id: str) -> tuple[Origin | None, ...]:
         """The version's stored statements (``O`` rows, by position; ``None`` first while the one it was
-        appended for has no row), ``()`` when it has none: a point read of the row at position 1, which
-        every version with statements has, answers that for most, the bloom filters ruling the row out."""
+        appended for has no row), ``()`` when it has none. Versioning asks only of a ``restated`` version."""
         key = (tenant, edge_id)
         cached = self._statements.get(key)
         if cached is not None:
             return cached
-        prefix = b"O" + pack(tenant, edge_id)
-        found: tuple[Origin | None, ...] = ()
-        if self.kv.get(prefix + position(1)) is not None:
-            rows = [(row[-4:], codec.decode_origin(value)) for row, value in self.kv.scan(prefix)]
-            found = tuple([origin for _, origin in rows])
-            if rows[0][0] != position(0):
-                found = (None, *found)
+        rows = [(row[-4:], codec.decode_origin(value)) for row, value in self.kv.scan(b"O" + pack(tenant, edge_id))]
+        found: tuple[Origin | None, ...] = tuple([origin for _, origin in rows])
+        if rows and rows[0][0] != position(0):
+            found = (None, *found)
         self._cache_statements(key, found)
         return found
 
     def _cache_statements(self, key: tuple[str, str], statements: tuple[Origin | None, ...]) -> None:
-        if len(self._statements) >= self._cache_entries:
-            del self._statements[next(iter(self._statements))]  # the oldest entry: FIFO is enough here
-        self._statements[key] = statements
+        self._remember(self._statements, key, statements)
 
     def believed_by_source(
         self, tenant: str, system: str, record: str | None, version: str | None
@@ -158,7 +152,8 @@ class StoreReads:
         for key, _ in self.kv.scan(prefix):
             edge_id = str(unpack(key[1:])[-1])
             current = None if edge_id in found else self.version(tenant, edge_id)
-            if current is not None and states_from(current, self.statements(tenant, edge_id), record, version):
+            stored = self.statements(tenant, edge_id) if current is not None and current.restated else ()
+            if current is not None and states_from(current, stored, record, version):
                 found[edge_id] = current
         return list(found.values())  # a version several records state is filed under each
 

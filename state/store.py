@@ -112,11 +112,9 @@ class LedgerStore(StoreReads):
 
     def _write_through(self, pending: PendingLedger) -> None:
         """After a commit: the entity and alias caches take the batch's entities and aliases, and the
-        statements cache the statements of what the batch appended or restated (the believed-edges cache was
-        kept in step while the rows were built). A replayed batch names the rows it wrote, not every
+        statements cache the statements the batch changed (the believed-edges cache was kept in step while
+        the rows were built). A replayed batch names the rows it wrote, not every
         statement: those versions are read again."""
-        for key in pending.appended:  # Speed: a later read of their statements is a hit, not a seek
-            self._cache_statements(key, pending.stated.get(key, ()))
         for key in pending.statement_rows:
             stated = pending.stated.get(key)
             if stated is not None:

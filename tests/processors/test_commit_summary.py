@@ -42,7 +42,8 @@ def test_a_restatement_that_only_adds_an_origin_is_not_measured() -> None:
     restated = _committed_batch(ledger, [_clock("2026-05-03T09:00:00Z"), json.dumps(ledger.change(
         "cmdb", "ci/CI1", version="2").asserts("Component:cmdb:CI1", "owned_by", "Team:hr:T-ANA").event)])
     assert summarise_commit(restated).lag_seconds == {}
-    assert restated.versions == {} and [len(o) for o in restated.stated.values()] == [2], "it added an origin"
+    assert [v.restated for v in restated.versions.values()] == [True] and restated.appended == [], "marked only"
+    assert [len(o) for o in restated.stated.values()] == [2], "it added an origin"
 
 
 def test_a_detected_at_ahead_of_our_clock_counts_as_no_lag() -> None:

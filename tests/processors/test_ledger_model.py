@@ -13,7 +13,7 @@ through the model. The properties:
   clock rule gives its event, ``max(clock, previous + 1 µs)``. With the first property this makes
   the answers agree at every known_at: at each tx, the instant before it, between two, before the
   first and far in the future;
-* invariants: versions are append-only and only ever closed or restated, no belief interval is
+* invariants: versions are append-only and only ever closed or marked restated, no belief interval is
   empty, the believed versions of a key never overlap in valid time, the statements of a version
   state all of it at every transaction time it is believed, and every index holds the same versions;
 * references: corrections and ``supersedes`` name stored versions, origins name assertions;
@@ -582,7 +582,7 @@ class CommitWatcher:
             after = current.get(edge_id)
             if after is None:
                 self.violations.append(f"version {edge_id} disappeared")
-            elif after != before and not (before.tx_to is None and after._replace(tx_to=None) == before):
+            elif after != before and not (before.tx_to is None and only_closed_or_marked(before, after)):
                 self.violations.append(f"version {edge_id} changed from {before} to {after}")
             elif not only_added_or_ended(self.stated[edge_id], stated[edge_id]):
                 self.violations.append(f"version {edge_id}'s statements changed from {self.stated[edge_id]} "
@@ -591,6 +591,11 @@ class CommitWatcher:
             (v for v in current.values() if v.tx_to is None), "believed after a commit"
         )
         self.known, self.stated = current, stated
+
+
+def only_closed_or_marked(before: EdgeVersion, after: EdgeVersion) -> bool:
+    """``after`` is ``before`` closed, or marked ``restated`` (once, never unmarked)."""
+    return after._replace(tx_to=None, restated=before.restated) == before and (after.restated or not before.restated)
 
 
 def only_added_or_ended(before: tuple[Origin, ...], after: tuple[Origin, ...]) -> bool:
@@ -802,6 +807,9 @@ def statement_problems(run: Replay) -> list[str]:
     moments = sorted({s.tx for s in run.model.snapshots})
     for v in run.versions.values():
         whole = (v.valid_from, v.valid_to)
+        if bool(run.store.statements(TENANT, v.edge_id)) != v.restated:
+            problems.append(f"version {v.edge_id} is {'' if v.restated else 'not '}restated, its stored statements "
+                            f"{run.store.statements(TENANT, v.edge_id)}")
         first = [o for o in run.stated[v.edge_id] if o.tx_from == v.tx_from]
         if not first or (first[0].origin, first[0].record, first[0].version, first[0].event_id) != (
                 v.origin, v.source_record, v.source_version, v.event_id):
