@@ -26,6 +26,13 @@ COMPILED = (
     "processors/batch.py",
     "processors/clock.py",
     "processors/commit_summary.py",
+    "processors/feeds/debezium.py",
+    "processors/feeds/envelope.py",
+    "processors/feeds/holding.py",
+    "processors/feeds/output.py",
+    "processors/feeds/rules.py",
+    "processors/feeds/snapshots.py",
+    "processors/feeds/statements.py",
     "processors/heap.py",
     "processors/identity.py",
     "processors/intervals.py",
@@ -44,8 +51,9 @@ COMPILED = (
     "state/store.py",
     "streams/log/records.py",
 )
-"""What one event's processing and commit run through, and what a worker's batch emits and a
-replica reads back; the query paths stay Python. ``setup.py`` reads this tuple."""
+"""What one event's processing and commit run through, what a worker's batch emits and a replica
+reads back, and what a feed adapter runs each row through; the query paths stay Python.
+``setup.py`` reads this tuple."""
 
 ROOT = Path(__file__).resolve().parent.parent
 STAMP = ".core-build"

@@ -5,7 +5,8 @@ An offset means something only in the topic it was read from. A broker started a
 deleted and made again under the same name, has a topic of that name whose offsets restart at 0:
 resuming there at a stored offset silently skips every record before it. So each stored offset is
 kept with the identity of its topic (the cluster's id and the topic's id), and an offset is trusted
-only while the topic still has that identity and the offset does not lie beyond the partition's end.
+only while the topic still has that identity and, where the cluster reports a partition's end
+exactly, the offset does not lie beyond it.
 An untrusted partition is read from its start; the ledger's event-id de-duplication drops what the
 state applied already.
 """

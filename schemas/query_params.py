@@ -54,6 +54,10 @@ class QueryParams(BaseModel):
                                                  "edge comes with evidence_omitted: true.")
     max_degree: int = Field(MAX_DEGREE, ge=1, le=10_000,
                             description="Neighbours taken per node (hubs are cut and reported).")
+    record: bool = Field(False, description="Record the answer as a trace; the response carries its id in the "
+                                            "X-Edgeledger-Trace-Id header.")
+    action: Literal["approval_routing", "permission_change", "external_change", "none"] = Field(
+        "none", description="What the recorded answer drives (with record=true).")
 
 
 class TypedParams(QueryParams):

@@ -15,6 +15,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``R``  tenant, review_id                                            review item
 ``D``  tx, digest of the letter                                      dead letter
 ``X``  tenant, trace_id / ``Y`` tenant, edge_id, trace_id           traces and their edge index
+``J``  tenant, tx_at, trace_id                                      nothing: traces in order of recording
 ``H``  tenant, system                                               last heartbeat
 ``L``  tenant, system                                               latest change and heartbeat applied
 ``P``  tenant, system, tx of the row's first entry, newest first   the source's ``L`` row through a batch
@@ -72,8 +73,10 @@ INDEX: Final = b""
 """The value of an index row (``A``): the key says it all."""
 LAST_TX: Final = b"M" + pack("last_tx")
 FORMAT: Final = b"M" + pack("format")
-FORMAT_VERSION: Final = b"5"
+FORMAT_VERSION: Final = b"6"
 """The one layout this edgeledger reads and writes: the tables above."""
+
+
 def position(index: int) -> bytes:
     """An ``O`` key's last part: a statement's position, 4 bytes big-endian. Fixed width, so byte order is
     position order after the (terminated) edge id; cheaper than ``keys.encode_int``, which a restatement

@@ -58,12 +58,14 @@ OutboxRecord = tuple[str, str, bytes, int]
 
 
 class PipelineStore:
-    def __init__(self, kv: OrderedKV) -> None:
+    def __init__(self, kv: OrderedKV, *, reader: bool = False) -> None:
+        """``reader``: the bookkeeping of a state opened read-only beside its writer, which names no
+        lineage of its own (one being cleared and rebuilt may have none for a moment)."""
         self.kv = kv
         raw = kv.get(_OUTBOX_SEQUENCE)
         self._sequence = int(raw) if raw else 0
         stored = kv.get(_LINEAGE)
-        self.lineage = stored.decode() if stored else self._new_lineage()
+        self.lineage = stored.decode() if stored else "" if reader else self._new_lineage()
 
     def reset(self) -> None:
         """Forget the outbox sequence, after the KV it lives in was cleared (``LedgerStore.reset``), and

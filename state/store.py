@@ -263,6 +263,8 @@ class LedgerStore(StoreReads):
             puts.append((b"X" + pack(trace.tenant, trace.trace_id), codec.encode_record(trace)))
             for edge_id in trace.edge_ids or ():
                 puts.append((b"Y" + pack(trace.tenant, edge_id, trace.trace_id), b""))
+            # In order of recording, so the trace index catches up from where it stopped.
+            puts.append((b"J" + pack(trace.tenant, trace.tx_at, trace.trace_id), b""))
         for beat in pending.heartbeats:
             puts.append((b"H" + pack(beat.tenant, beat.system), codec.encode_record(beat)))
         puts += self._activity_rows(pending)

@@ -65,11 +65,16 @@ from streams.api.parameters import (
     held_to,
     parameter_rules,
 )
+from streams.api.traces import TraceSink, add_trace_routes, default_trace_sink, recorded_answer
 from streams.kafka.topics import TopicSettings
 from streams.metrics import LedgerMetrics
 from streams.processor import wall_clock_micros
 
 CACHE_HEADER = "X-Edgeledger-Cache"
+REQUESTS_AT_STOP = 4
+"""Seconds a stop (SIGTERM, Ctrl-C) gives requests in flight; with ``PUBLISH_AT_STOP``, `serve` ends within 10 s."""
+PUBLISH_AT_STOP = 4.0
+"""Seconds a stop gives queued cache invalidations to reach the broker; those that do not are counted as failed."""
 
 
 # -- request and response models (the OpenAPI document is generated from these) -----------------------------
@@ -145,7 +150,7 @@ class LedgerService:
         if not self.closed:
             self.closed = True
             if self.publisher is not None:
-                self.publisher.close()
+                self.publisher.close(timeout_s=PUBLISH_AT_STOP)
             self.follower.close()
             self.cache.close()
 
@@ -222,6 +227,7 @@ def create_app(
     wall_clock: Callable[[], int] = wall_clock_micros,
     bootstrap: str | None = None,
     topic_prefix: str = "edgeledger.",
+    trace_sink: TraceSink | None = None,
 ) -> FastAPI:
     """The API over the ledger at ``state_dir``, opened read-only. ``cache_dir`` holds the cache's own
     RocksDB (a scratch area, cleared at start; default: a temporary directory removed at shutdown).
@@ -258,6 +264,7 @@ def create_app(
                         service.heap = None
         finally:
             service.close()
+            traces.close()
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
 
@@ -272,6 +279,8 @@ def create_app(
         dependencies=[Depends(_single_valued)],
     )
     app.state.service = service
+    traces = trace_sink or default_trace_sink(Path(state_dir), bootstrap, topics)
+    add_trace_routes(app, service, traces, wall_clock)
     rules = parameter_rules(ontology)
     documented = [Depends(held_to(rules))]
 
@@ -301,6 +310,8 @@ def create_app(
 
     def answer(name: str, tenant: str, params: QueryParams) -> Response:
         result, status = service.query(request_from(name, tenant, params, ontology, wall_clock()))
+        if params.record:
+            return recorded_answer(tenant, result, params.action, wall_clock(), traces, {CACHE_HEADER: status})
         return Response(result.model_dump_json(), media_type="application/json", headers={CACHE_HEADER: status})
 
     def route(name: str) -> dict[str, Any]:
@@ -359,4 +370,4 @@ def serve(state_dir: Path, host: str = "127.0.0.1", port: int = 8080, slo: SloCo
     replaces the default (``serve --ontology``), as it did for the writer."""
     app = create_app(state_dir, slo=slo, ontology=ontology, bootstrap=bootstrap, topic_prefix=topic_prefix,
                      max_cache_entries=max_cache_entries, memory_cache_entries=memory_cache_entries)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=REQUESTS_AT_STOP)

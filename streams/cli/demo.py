@@ -73,7 +73,9 @@ def _phases() -> list[tuple[str, list[bytes]]]:
 
 
 def _stream_demo(state: Path, bootstrap: str | None, out: TextIO) -> int:
-    address, broker = resolve_bootstrap(bootstrap)
+    # The demo starts from a fresh state every time, so its broker keeps nothing either: a kept one would
+    # hand the new state the last run's records.
+    address, broker = resolve_bootstrap(bootstrap, storage="memory")
     topics = TopicSettings(prefix=f"demo{wall_clock_micros() % 10**8}.") if broker is None else TopicSettings()
     out.write(f"== streaming pipeline on {'the embedded broker (memory-only)' if broker else address} "
               f"at {address} ==\n")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
+from typing import BinaryIO
 
 from tqdm import tqdm
 
@@ -19,10 +22,20 @@ _REPORT_EVERY = 4096
 """Lines between two progress reports: often enough for a bar, rare enough to cost nothing."""
 
 
+STDIN = Path("-")
+"""The file name that means standard input (``edgeledger adapt ... | edgeledger load - --state DIR``)."""
+
+
+def _opened(path: Path) -> AbstractContextManager[BinaryIO]:
+    """The file, or standard input for ``-`` (left open: it is not ours to close)."""
+    return nullcontext(sys.stdin.buffer) if path == STDIN else open(path, "rb")
+
+
 def read_lines(paths: list[Path], on_bytes: Callable[[int], object] | None = None) -> Iterator[bytes]:
-    """The files' lines in order; ``on_bytes`` hears how many bytes were read, every few thousand lines."""
+    """The files' lines in order (``-``: standard input); ``on_bytes`` hears how many bytes were read,
+    every few thousand lines."""
     for path in paths:
-        with open(path, "rb") as handle:
+        with _opened(path) as handle:
             if on_bytes is None:
                 yield from handle
                 continue
@@ -63,11 +76,11 @@ def load_into(state_dir: Path, paths: list[Path], simulated_clock: bool, ontolog
     """``edgeledger load``. With ``progress``, a bar on standard error (when it is a terminal) shows
     the bytes applied; the JSON summary stays alone on standard output."""
     for path in paths:
-        if not path.is_file():
+        if path != STDIN and not path.is_file():
             raise FileNotFoundError(f"no such file: {path}")
     ontology = load_ontology(ontology_path) if ontology_path else default_ontology()
     store = open_writer(state_dir, bulk=True)
-    total = sum(path.stat().st_size for path in paths)
+    total = None if STDIN in paths else sum(path.stat().st_size for path in paths)
     try:
         with tqdm(total=total, unit="B", unit_scale=True, desc="load", disable=None if progress else True) as bar:
             counts = load_files(paths, store, simulated_clock, ontology, batch_size, None if bar.disable else bar)

@@ -9,8 +9,10 @@ from pydantic import ValidationError
 
 from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
-from streams.cli import pipeline_commands, read_commands
+from streams.cli import broker_command, pipeline_commands, read_commands, trace_commands
+from streams.cli.adapt import adapt_app
 from streams.cli.freshness import freshness_app
+from streams.cli.generate import generate
 from streams.cli.options import CliError
 
 app = typer.Typer(
@@ -34,21 +36,28 @@ app.command()(read_commands.history)
 app.command()(read_commands.corrections)
 review_app.command("list")(read_commands.review_list)
 traces_app.command("affected")(read_commands.traces_affected)
+traces_app.command("replay")(trace_commands.traces_replay)
+traces_app.command("show")(trace_commands.traces_show)
+traces_app.command("list")(trace_commands.traces_list)
+app.command("replay-agent")(trace_commands.replay_agent)
 app.command("dead-letters")(read_commands.dead_letters)
 app.command()(pipeline_commands.run)
 app.command()(pipeline_commands.serve)
 app.command()(pipeline_commands.replica)
 app.command()(pipeline_commands.produce)
 app.command()(pipeline_commands.demo)
+app.command()(broker_command.broker)
 app.command("ontology")(read_commands.show_ontology)
 app.add_typer(review_app, name="review")
 app.add_typer(traces_app, name="traces")
 app.add_typer(freshness_app)
+app.add_typer(adapt_app, name="adapt")
+app.command()(generate)
 
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except typer.Exit as done:
         raise SystemExit(done.exit_code) from None
     except (typer.Abort, KeyboardInterrupt):
@@ -57,6 +66,8 @@ def main() -> None:
     except Exception as error:
         sys.stderr.write(f"edgeledger: error: {_describe(error)}\n")
         raise SystemExit(2) from None
+    if isinstance(code, int) and code:  # a command's typer.Exit(n), returned outside standalone mode
+        raise SystemExit(code)
 
 
 def _describe(error: Exception) -> str:

@@ -41,6 +41,14 @@ OntologyFile = Annotated[Path | None, typer.Option(
                        "(`load --ontology`). Default: the bundled one.")]
 
 
+ConsumerOptions = Annotated[list[str] | None, typer.Option(
+    "--consumer-option", help="librdkafka consumer setting KEY=VALUE (repeatable); a disk-backed `edgeledger "
+                              "broker` names the ones its clients need.")]
+BrokerTimeout = Annotated[float, typer.Option(
+    "--broker-timeout", min=1.0, help="Seconds the Kafka cluster may stay out of reach before the process exits "
+                                      "non-zero, saying what it could not reach.")]
+
+
 class CliError(Exception):
     """A user-facing error: printed as one line."""
 
@@ -75,3 +83,14 @@ def given_bootstrap(bootstrap: str, absent_means: str = "") -> str:
     if not bootstrap.strip():
         raise CliError(f"--bootstrap is empty: give host:port[,host:port...]{absent_means}")
     return bootstrap.strip()
+
+
+def consumer_settings(options: list[str] | None) -> dict[str, str]:
+    """``--consumer-option KEY=VALUE`` settings as a dict; one without ``=`` is refused in one line."""
+    settings = {}
+    for option in options or []:
+        key, separator, value = option.partition("=")
+        if not separator or not key.strip():
+            raise CliError(f"--consumer-option {option!r}: expected KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    return settings

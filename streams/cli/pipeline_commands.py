@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -11,12 +12,23 @@ import typer
 
 from processors.batch import BATCH_EVENTS
 from schemas.slo import slo_or_default
+from streams.cli.broker_command import BrokerStorage, BrokerStorageOption
 from streams.cli.load import load_into
-from streams.cli.options import CliError, OntologyFile, StateDir, emit, given_bootstrap, ontology_from
+from streams.cli.options import (
+    BrokerTimeout,
+    CliError,
+    ConsumerOptions,
+    OntologyFile,
+    StateDir,
+    consumer_settings,
+    emit,
+    given_bootstrap,
+    ontology_from,
+)
 
 
 def load(
-    files: Annotated[list[Path], typer.Argument(help="JSONL event files, one event per line.")],
+    files: Annotated[list[Path], typer.Argument(help="JSONL event files, one event per line; - for standard input.")],
     state: StateDir,
     simulated_clock: Annotated[
         bool, typer.Option("--simulated-clock", help="Accept `clock` events (tests and deterministic backfills).")
@@ -34,14 +46,17 @@ def run(
     state: StateDir,
     bootstrap: Annotated[str | None, typer.Option(
         "--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
-        help="Kafka bootstrap servers. Default: start the embedded (memory-only) broker.")] = None,
+        help="Kafka bootstrap servers. Default: start the embedded broker, its data in --broker-dir.")] = None,
+    broker_dir: Annotated[Path | None, typer.Option(
+        "--broker-dir", help="Where the embedded broker keeps topics, records and offsets across restarts. "
+                             "Default: STATE.broker beside --state.")] = None,
+    broker_storage: BrokerStorageOption = BrokerStorage.disk,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes in one consumer group.")] = 1,
     group: Annotated[str, typer.Option("--group", help="Consumer group id.")] = "edgeledger-ledger",
     topic_prefix: Annotated[str, typer.Option("--topic-prefix")] = "edgeledger.",
     exit_when_idle: Annotated[float | None, typer.Option(
         "--exit-when-idle", help="Stop after this many idle seconds (backfills and tests).")] = None,
-    consumer_option: Annotated[list[str] | None, typer.Option(
-        "--consumer-option", help="librdkafka consumer setting KEY=VALUE (repeatable).")] = None,
+    consumer_option: ConsumerOptions = None,
     metrics_port: Annotated[int, typer.Option(
         "--metrics-port", min=0, help="Serve /metrics on PORT (0: off; worker N uses PORT+N).")] = 9108,
     metrics_host: Annotated[str, typer.Option(
@@ -51,21 +66,33 @@ def run(
     freshness_interval: Annotated[float, typer.Option(
         "--freshness-interval", min=0.1, help="Seconds between freshness checks.")] = 5.0,
     ontology: Annotated[Path | None, typer.Option("--ontology", help="Replace the default ontology.")] = None,
+    broker_timeout: BrokerTimeout = 60.0,
+    assignment_timeout: Annotated[float, typer.Option(
+        "--assignment-timeout", min=1.0,
+        help="Seconds to wait for the group's first assignment: a warning naming the group and state, then, "
+             "with --exit-when-idle, exit non-zero.")] = 60.0,
+    replication_factor: Annotated[int, typer.Option(
+        "--replication-factor", min=1, help="Replicas of each topic `run` creates (3 on a production cluster).")] = 1,
+    min_insync_replicas: Annotated[int | None, typer.Option(
+        "--min-insync-replicas", min=1,
+        help="min.insync.replicas of each topic `run` creates (2 with 3 replicas). Default: the cluster's.")] = None,
 ) -> None:
     """Run the streaming pipeline: consume the input topics, apply them, emit edge-versions and corrections."""
+    from streams.kafka.broker import default_broker_dir
     from streams.worker.runner import run_pipeline
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = {}
-    for option in consumer_option or []:
-        key, separator, value = option.partition("=")
-        if not separator:
-            raise CliError(f"--consumer-option {option!r}: expected KEY=VALUE")
-        overrides[key.strip()] = value.strip()
-
+    overrides = consumer_settings(consumer_option)
+    if min_insync_replicas is not None and min_insync_replicas > replication_factor:
+        raise CliError(f"--min-insync-replicas {min_insync_replicas} exceeds --replication-factor "
+                       f"{replication_factor}")
     totals = run_pipeline(state, bootstrap, workers, group, topic_prefix, exit_when_idle,
                           consumer_overrides=overrides, metrics_port=metrics_port, metrics_host=metrics_host,
-                          slo_path=slo, freshness_interval=freshness_interval, ontology_path=ontology)
+                          slo_path=slo, freshness_interval=freshness_interval, ontology_path=ontology,
+                          broker_dir=broker_dir if broker_dir is not None else default_broker_dir(state),
+                          broker_storage=broker_storage.value, broker_timeout=broker_timeout,
+                          assignment_timeout=assignment_timeout, replication_factor=replication_factor,
+                          min_insync_replicas=min_insync_replicas)
     if totals is not None:
         summary = dict(asdict(totals))
         summary["balanced"] = totals.balanced()
@@ -121,31 +148,47 @@ def replica(
     exit_when_idle: Annotated[float | None, typer.Option("--exit-when-idle")] = None,
     exit_when_caught_up: Annotated[bool, typer.Option(
         "--exit-when-caught-up", help="Stop once every partition of the log is read to its end (backfills).")] = False,
+    broker_timeout: BrokerTimeout = 60.0,
+    consumer_option: ConsumerOptions = None,
 ) -> None:
-    """Follow the whole edge-versions log into a read model for `serve` and the read commands."""
+    """Follow the whole edge-versions log into a read model for `serve` and the read commands; SIGTERM or
+    Ctrl-C stops it after the record in hand."""
+    from streams.kafka.liveness import BrokerUnreachable
     from streams.kafka.topics import TopicSettings
-    from streams.log.replica import run_replica
+    from streams.log.replica import run_replica, stop_on_signals
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    emit({"log_records": run_replica(state, given_bootstrap(bootstrap), TopicSettings(prefix=topic_prefix),
-                                      idle_exit_after=exit_when_idle, until_caught_up=exit_when_caught_up)})
+    overrides = consumer_settings(consumer_option)
+    try:
+        applied = run_replica(state, given_bootstrap(bootstrap), TopicSettings(prefix=topic_prefix),
+                              stop=stop_on_signals(), idle_exit_after=exit_when_idle,
+                              until_caught_up=exit_when_caught_up, broker_timeout=broker_timeout,
+                              consumer_overrides=overrides)
+    except BrokerUnreachable as error:
+        raise CliError(str(error)) from None
+    emit({"log_records": applied})
 
 
 def produce(
-    files: Annotated[list[Path], typer.Argument(help="JSONL event files.")],
+    files: Annotated[list[Path], typer.Argument(help="JSONL event files; - for standard input.")],
     bootstrap: Annotated[str, typer.Option("--bootstrap", envvar="EDGELEDGER_KAFKA_BOOTSTRAP",
                                            help="Kafka bootstrap servers.")],
     topic_prefix: Annotated[str, typer.Option("--topic-prefix")] = "edgeledger.",
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Send event files to the input topics (idempotent producer, keyed by tenant)."""
-    from streams.kafka.produce import produce_files
+    from streams.kafka.produce import produce_files, produce_lines
     from streams.kafka.topics import TopicSettings, ensure_topics
 
     bootstrap = given_bootstrap(bootstrap)
     topics = TopicSettings(prefix=topic_prefix)
     ensure_topics(bootstrap, topics)
-    sent = produce_files(files, bootstrap, topics, progress=not quiet)
+    if files == [Path("-")]:  # events piped in (`edgeledger adapt ... | edgeledger produce -`)
+        sent = produce_lines(sys.stdin.buffer, bootstrap, topics, progress=not quiet)
+    elif Path("-") in files:
+        raise CliError("- (standard input) cannot be mixed with files: produce them in two runs")
+    else:
+        sent = produce_files(files, bootstrap, topics, progress=not quiet)
     emit({"sent": sent})
 
 

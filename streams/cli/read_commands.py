@@ -179,6 +179,7 @@ def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None
     A trace recorded without edge ids has them re-derived by re-running its query as of its two
     clocks; one whose query cannot be re-run is listed as `edge_ids unknown` with the reason."""
     from processors.replay import affected_traces
+    from streams.cli.trace_commands import replay_items, with_additions
 
     known = instant(known_at, "--known-at")
     with reading(state) as store:
@@ -189,6 +190,8 @@ def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None
 
         recorded = (trace for trace in store.traces(tenant) if trace.tx_at <= known)
         found = affected_traces(recorded, version_as_known, QueryEngine(store, ontology_from(ontology_file)))
+    # Late additions too: the traces whose read set a change touched (``traces replay`` finds them).
+    found = with_additions(found, replay_items(state, tenant, None, known, ontology_from(ontology_file)))
     items = [
         {"trace_id": a.trace.trace_id, "action": a.trace.action, "query": a.trace.query,
          "valid_at": format_micros(a.trace.valid_at), "known_at": format_micros(a.trace.known_at),

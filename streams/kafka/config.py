@@ -16,7 +16,10 @@ Measured quirks (confluent-kafka 2.16, one broker on 127.0.0.1; see the module c
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+from streams.kafka.liveness import QuietRepeats
 
 #: AdminClient settings (quiet the "Disconnected" log line when the broker closes an idle connection).
 ADMIN_DEFAULTS: dict[str, Any] = {"log.connection.close": False}
@@ -69,11 +72,19 @@ librdkafka then reports failed records alone, so a sent record costs no Python c
 sends two to three records per event)."""
 
 
+LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
+"""Where the consumers and producers made here log: librdkafka writes a failed connection to a lost
+broker to stderr about twenty times a second, per client. Through this logger the first of a kind
+is shown, then one per 30 seconds. (A client serves its log lines when it is polled or flushed.)"""
+LIBRDKAFKA_LOG.addFilter(QuietRepeats(every=30.0))
+
+
 def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:
     """``CONSUMER_DEFAULTS`` plus bootstrap, group id and overrides (dotted keys via ``**{"a.b": v}``)."""
-    return {**CONSUMER_DEFAULTS, "bootstrap.servers": bootstrap, "group.id": group_id, **overrides}
+    return {**CONSUMER_DEFAULTS, "logger": LIBRDKAFKA_LOG, "bootstrap.servers": bootstrap, "group.id": group_id,
+            **overrides}
 
 
 def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
     """``PRODUCER_DEFAULTS`` plus bootstrap and overrides."""
-    return {**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap, **overrides}
+    return {**PRODUCER_DEFAULTS, "logger": LIBRDKAFKA_LOG, "bootstrap.servers": bootstrap, **overrides}

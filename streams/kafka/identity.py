@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from streams.kafka.config import ADMIN_DEFAULTS
+from streams.kafka.config import ADMIN_DEFAULTS, LIBRDKAFKA_LOG
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +28,13 @@ class TopicIdentities:
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient({**ADMIN_DEFAULTS, "bootstrap.servers": self.bootstrap})
+            # Through the quiet logger: a lost broker is otherwise reported twenty times a second.
+            self._admin = AdminClient({**ADMIN_DEFAULTS, "bootstrap.servers": self.bootstrap, "logger": LIBRDKAFKA_LOG})
         return self._admin
 
     def of(self, topics: Iterable[str]) -> dict[str, str | None]:
         """``CLUSTER_ID/TOPIC_ID`` per topic: a topic made anew, or a new broker's, has another. None
-        where the cluster cannot tell (no topic ids): its offsets are then judged by the ends alone."""
+        where the cluster cannot tell (no topic ids): its stored offsets are then resumed from as stored."""
         names = sorted(set(topics))
         if not names:
             return {}
@@ -46,6 +47,8 @@ class TopicIdentities:
                 identities[name] = f"{cluster}/{topic_id}" if topic_id and topic_id != _NO_TOPIC_ID else None
             return identities
         except KafkaException as error:
-            log.warning("could not ask %s for the identity of %s (%s): stored offsets there are judged by the "
-                        "partitions' ends alone", self.bootstrap, ", ".join(names), error)
+            log.warning("could not ask %s for the identity of %s (%s): stored offsets there are resumed from as "
+                        "stored", self.bootstrap, ", ".join(names), error)
             return dict.fromkeys(names)
+        finally:
+            self.admin.poll(0)  # serves the client's log lines to the logger

@@ -36,14 +36,16 @@ log = logging.getLogger(__name__)
 
 def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None,
                 stop: threading.Event | None = None, idle_exit_after: float | None = None,
-                until_caught_up: bool = False, broker_timeout: float = 60.0) -> int:
+                until_caught_up: bool = False, broker_timeout: float = 60.0,
+                consumer_overrides: dict[str, str | int] | None = None) -> int:
     """Follow the log until stopped (or idle); returns the number of log records applied.
 
     ``until_caught_up``: stop once every partition of the log has been read to its end (the
     broker's end-of-partition event, after the last record): a backfill, or a test, waits on that
     condition instead of on a quiet period. A broker out of reach for ``broker_timeout`` seconds
     raises ``BrokerUnreachable``: a replica that cannot follow the log says so rather than serve
-    an ever older read model in silence."""
+    an ever older read model in silence. ``consumer_overrides``: librdkafka settings on top of the
+    defaults (a disk-backed embedded broker needs a longer fetch wait)."""
     topics = topics or TopicSettings()
     stop = stop or threading.Event()
     log_topic = topics.name(Topic.EDGE_VERSIONS)
@@ -51,7 +53,7 @@ def run_replica(state: Path, bootstrap: str, topics: TopicSettings | None = None
     kv = RocksKV(state)
     store, bookkeeping = LedgerStore(kv), PipelineStore(kv)
     consumer = Consumer(consumer_config(bootstrap, f"edgeledger-replica-{state.name}", error_cb=watch.error_cb,
-                                        **{"enable.partition.eof": until_caught_up}))
+                                        **{"enable.partition.eof": until_caught_up, **(consumer_overrides or {})}))
     try:
         metadata: list = []
         if not watch.reach(lambda: metadata.append(consumer.list_topics(log_topic, timeout=2)), stop.is_set):
@@ -79,6 +81,8 @@ def _follow(consumer: Consumer, store: LedgerStore, bookkeeping: PipelineStore, 
     inputs_seen = {(t, p): o for (t, p), o in stored.items() if t != log_topic}
     consumer.assign([TopicPartition(log_topic, p, positions[p] + 1 if p in positions else OFFSET_BEGINNING)
                      for p in partitions])
+    log.info("replica following %s (%d partitions, %d with a stored position)", log_topic, len(partitions),
+             len(positions))
     replay = Replay(store, bookkeeping.fences())  # the fences read before the stored positions
     ask = partial(consumer.list_topics, log_topic, timeout=1)
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from processors.heap import SettledHeap
 from processors.ledger import Misrouted
@@ -46,10 +46,12 @@ from state.kv import RocksKV
 from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
 from streams.kafka.config import consumer_config
+from streams.kafka.liveness import AssignmentWatch, BrokerWatch
 from streams.kafka.produce import deliver, delivery_producer
 from streams.kafka.topics import INPUT_TOPICS, TopicSettings
 from streams.processor import make_processor
 from streams.worker.assignment import Assignment
+from streams.worker.cluster import LagObserver, LagReport, check_co_partitioned, partitions_of
 from streams.worker.faults import NO_FAULTS, Faults
 from streams.worker.fences import Fencer, group_generation
 from streams.worker.holdings import Holdings, InputPosition
@@ -63,8 +65,6 @@ CRASH_EXIT_CODE = 137
 """How a worker killed with SIGKILL exits, and how a test's fault ends one (``tests.support.faulty_worker``)."""
 
 CommitObserver = Callable[[PendingLedger], None]
-LagObserver = Callable[[str, int, int], None]
-"""(topic, partition, records not yet applied)."""
 
 
 @dataclass
@@ -78,6 +78,12 @@ class WorkerConfig:
     consumer_overrides: dict[str, str | int] = field(default_factory=dict)
     """librdkafka settings on top of the defaults (the embedded broker gets fast group joins)."""
     worker_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    broker_timeout: float = 60.0
+    """Seconds the cluster may stay out of reach before the worker fails (``BrokerUnreachable``)."""
+    assignment_timeout: float = 60.0
+    """Seconds of waiting for an assignment before a warning (``streams.kafka.liveness.AssignmentWatch``)."""
+    close_timeout: float = 3.0
+    """Seconds a stop waits for records on their way to the broker."""
 
 
 class LedgerWorker:
@@ -95,14 +101,15 @@ class LedgerWorker:
         self.observers = observers or []
         self.faults = faults
         self.totals = BatchCounts()
-        self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, **config.consumer_overrides))
-        self.producer = delivery_producer(config.bootstrap)
+        self.broker = BrokerWatch(config.bootstrap, config.broker_timeout)
+        self.waiting = AssignmentWatch(config.group_id, config.bootstrap, config.state_dir, config.assignment_timeout)
+        self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, error_cb=self.broker.error_cb,
+                                                 **config.consumer_overrides))
+        self.producer = delivery_producer(config.bootstrap, error_cb=self.broker.error_cb)
         self.heap = SettledHeap()
-        self.on_consumer_lag = on_consumer_lag
-        self.lag_interval = lag_interval
-        self._lag_due = time.monotonic()
         self._batches = 0
         self.holdings = Holdings(config.topics.partitions_for(Topic.EDGE_VERSIONS), self.bookkeeping.input_offsets())
+        self.report_lag = LagReport(self.consumer, self.holdings, on_consumer_lag, lag_interval)
         self._arrival: InputPosition = ("", -1)
         """The (topic, partition) of the record being applied, for ``_misrouted``."""
         self._routing_rule: Misrouted = self._misrouted  # Speed: one bound method, not one per record
@@ -135,13 +142,20 @@ class LedgerWorker:
     def run(self, stop: threading.Event | None = None, idle_exit_after: float | None = None,
             until: Callable[[], bool] | None = None) -> BatchCounts:
         """Process until ``stop`` is set or ``until()`` holds (asked between batches), or, for
-        backfills, after ``idle_exit_after`` idle seconds."""
+        backfills, after ``idle_exit_after`` idle seconds: waiting for the group's assignment is not
+        idleness, and fails the run past ``assignment_timeout`` (``NoAssignment``). Fails too once the
+        cluster has been out of reach for ``broker_timeout`` (``BrokerUnreachable``)."""
         stop = stop or threading.Event()
         holdings = self.holdings
-        holdings.log_partitions = self._partitions_of(self.config.topics.name(Topic.EDGE_VERSIONS))
         try:
-            self._check_co_partitioned()
-        except ValueError:
+            if not self.broker.reach(self._ask_cluster, stop.is_set):
+                self.close()
+                return self.totals
+            topics = self.config.topics
+            holdings.log_partitions = partitions_of(self.consumer, topics.name(Topic.EDGE_VERSIONS),
+                                                    topics.partitions_for(Topic.EDGE_VERSIONS))
+            check_co_partitioned(self.consumer, topics, holdings.log_partitions)
+        except BaseException:
             self.close()
             raise
         holdings.parked = self.bookkeeping.outbox()
@@ -152,57 +166,67 @@ class LedgerWorker:
         self._subscribe()
         log.info("worker %s consuming %s", self.config.worker_id, ", ".join(holdings.inputs))
         idle_since = time.monotonic()
+        ask = self._ask_cluster
         try:
             with self.heap:
                 while not stop.is_set() and not (until is not None and until()):
-                    self._report_lag()
+                    self.report_lag()
                     if self.rebuilds.waiting:
                         self.rebuilding.advance()
                         idle_since = time.monotonic()
                     if self.process_batch():
                         idle_since = time.monotonic()
                         continue
+                    self.broker.check(ask)
+                    if self.waiting.waiting_since is not None:  # waiting for the group is not idleness
+                        self.waiting.check(give_up=idle_exit_after is not None)
+                        idle_since = time.monotonic()
                     # An assignment is not idle time, nor is a rebuild (above).
                     quiet_since = max(idle_since, holdings.assigned_at)
                     if idle_exit_after is not None and time.monotonic() - quiet_since > idle_exit_after:
                         break
                     self.heap.when_idle()
+        except Exception as error:
+            self.broker.blame(error)
+            raise
         finally:
             self.close()
         return self.totals
 
+    def _ask_cluster(self) -> object:
+        """One metadata round trip, bounded by a second (so that a stop is seen while the cluster is out of reach)."""
+        return self.consumer.list_topics(self.config.topics.name(Topic.EDGE_VERSIONS), timeout=1.0)
+
     def _subscribe(self) -> None:
-        self.consumer.subscribe(self.holdings.inputs, on_assign=self._on_assign, on_revoke=self.assignment.on_revoke,
-                                on_lost=self.assignment.on_lost)
+        self.waiting.wait()
+        self.consumer.subscribe(self.holdings.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """``Assignment.on_assign`` (a method of its own, so that a benchmark can see when it comes)."""
         self.assignment.on_assign(consumer, partitions)
+        self.waiting.assigned()
+        self.broker.reached()  # the assignment's round trips to the cluster were answered
 
-    def _check_co_partitioned(self) -> None:
-        """Refuse to start unless every input topic has as many partitions as ``edge-versions``: a
-        tenant's inputs and its log records must share a partition number (``_misrouted``), and with
-        other counts a correctly keyed tenant's every record would be refused."""
-        log_partitions = self.holdings.log_partitions
-        uneven = {name: count for name in (self.config.topics.name(t) for t in INPUT_TOPICS)
-                  if (count := self._partitions_of(name)) != log_partitions}
-        if uneven:
-            listed = ", ".join(f"{name} has {count}" for name, count in sorted(uneven.items()))
-            raise ValueError(f"the input topics must have as many partitions as "
-                             f"{self.config.topics.name(Topic.EDGE_VERSIONS)} ({log_partitions}), so that "
-                             f"a tenant's inputs and log records share a partition number: {listed}")
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """A rebalance begins. With the cluster out of reach the partitions go as lost: where their logs end
+        cannot be read (``Assignment.on_revoke``), and trying would hold a stop up."""
+        self.waiting.wait()
+        (self.assignment.on_lost if self.broker.suspect else self.assignment.on_revoke)(consumer, partitions)
 
-    def _partitions_of(self, topic: str) -> int:
-        """The topic's partition count as the cluster has it (the configured one if it cannot say):
-        markers are sent to partitions by number, and a topic made elsewhere may have fewer."""
-        metadata = self.consumer.list_topics(topic, timeout=30).topics.get(topic)
-        if metadata is None or metadata.error is not None or not metadata.partitions:
-            return self.config.topics.partitions_for(Topic.EDGE_VERSIONS)
-        return len(metadata.partitions)
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.waiting.wait()
+        self.assignment.on_lost(consumer, partitions)
 
     def close(self) -> None:
+        """Close the rebuilds, wait a little for records on their way, leave the group, close the state. A
+        record not confirmed is still in the outbox (trimmed only once delivered): the next run sends it."""
         self._abandon_rebuilds()
-        self.producer.flush(10)
+        unconfirmed = self.producer.flush(self.config.close_timeout)
+        if unconfirmed:
+            log.warning("worker %s stops with %d records not confirmed by the broker at %s: its state's outbox "
+                        "keeps what they belong to, and the next run sends it", self.config.worker_id,
+                        unconfirmed, self.config.bootstrap)
         self.consumer.close()
         self.store.close()
         self.heap.release()
@@ -238,7 +262,7 @@ class LedgerWorker:
         records, outbox_keys = self._commit(pending, consumed)
         self._observe(pending)
         self.faults.after_commit(self._batches)
-        if not self.membership.still_a_member(self._batches):
+        if not self._still_a_member():
             self._park_lost_batch()
             return
         self.faults.after_membership_check(self._batches)
@@ -246,6 +270,18 @@ class LedgerWorker:
         self.faults.after_send(self._batches)
         self.bookkeeping.trim(outbox_keys)
         self._commit_offsets(consumed)
+
+    def _still_a_member(self) -> bool:
+        """``Membership.still_a_member``; with the cluster out of reach no answer is a no: the batch is
+        parked, and settled at the next assignment, which waits for the cluster (up to its bound)."""
+        try:
+            return self.membership.still_a_member(self._batches)
+        except KafkaException as error:
+            if not self.broker.suspect:
+                raise
+            log.warning("worker %s cannot ask the group about batch %d (%s): parked", self.config.worker_id,
+                        self._batches, error.args[0].str())
+            return False
 
     def _park_lost_batch(self) -> None:
         """The batch is committed to the state and its outbox but not sent: park it as a restart would
@@ -345,31 +381,13 @@ class LedgerWorker:
     def _send(self, records: list[OutRecord]) -> None:
         name = self.config.topics.name
         deliver(self.producer, ((name(r.topic), r.key.encode(), r.value, r.partition) for r in records), 30)
+        self.broker.reached()
         # A batch ends with its markers without a tenant, the last records it puts on those partitions.
         last_sent = self.holdings.last_sent
         for record in reversed(records):
             if record.topic != Topic.EDGE_VERSIONS or record.partition < 0 or not is_marker(record.value):
                 break
             last_sent[record.partition] = orjson.loads(record.value)["record_id"]
-
-    def _report_lag(self) -> None:
-        """Records behind the high watermark per assigned partition (on the embedded broker the
-        watermark counts record batches, so this understates lag there). The watermark is the one
-        the consumer's fetches last brought back: asking the broker would block the loop for a
-        round trip per partition. A partition nothing was fetched from yet has none and is skipped."""
-        if self.on_consumer_lag is None or time.monotonic() < self._lag_due:
-            return
-        self._lag_due = time.monotonic() + self.lag_interval
-        for topic, partition in sorted(self.holdings.assigned):
-            try:
-                _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-            except Exception as error:
-                log.debug("no watermark for %s[%d]: %s", topic, partition, error)
-                continue
-            if high < 0:
-                continue
-            applied = self.holdings.applied_offsets.get((topic, partition), -1)
-            self.on_consumer_lag(topic, partition, max(0, high - applied - 1))
 
     # -- what the parts ask of each other ------------------------------------------------------------
     def _keep_fences(self, epochs: dict[int, Epoch]) -> None:

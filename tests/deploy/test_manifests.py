@@ -8,7 +8,6 @@ import asyncio
 from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 
-import pytest
 import typer.main
 import yaml
 
@@ -171,8 +170,6 @@ def test_workers_topics_and_brokers_agree_on_replication() -> None:
             assert environment["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
 
 
-@pytest.mark.xfail(strict=True, reason="`run` does not take --replication-factor and --min-insync-replicas yet "
-                                       "(issue 32, in progress); remove this mark when it does")
 def test_every_option_a_manifest_gives_is_one_its_command_takes() -> None:
     for command in edgeledger_commands():
         taken = {flag for parameter in CLI.commands[command[1]].params for flag in parameter.opts}

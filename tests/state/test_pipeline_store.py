@@ -81,3 +81,12 @@ def test_adopting_positions_records_their_topics_and_forgets_reset_offsets_and_f
     assert store.topic_identities() == {("in", 0): "c/new", ("in", 1): "c/new"}
     assert store.fences() == {1: (0, 4)}
     assert PipelineStore(kv).topic_identities() == store.topic_identities(), "kept in the state"
+
+
+def test_a_reader_of_a_state_without_a_lineage_writes_nothing() -> None:
+    """A state cleared for a rebuild has no lineage until its writer names a new one: a reader beside it
+    (read-only, so it could not write one) reads it as it is."""
+    kv = MemoryKV()
+    reader = PipelineStore(kv, reader=True)
+    assert reader.lineage == "" and list(kv.scan(b"")) == []
+    assert PipelineStore(kv).lineage != "" and list(kv.scan(b""))

@@ -89,3 +89,11 @@ def generate_events(n_events: int, n_entities: int, seed: int = 7, tenant: str =
 def end_of_history(n_events: int) -> datetime:
     """An upper bound for the simulated clock after ``n_events`` (for picking query times)."""
     return START + timedelta(seconds=90 * (n_events // 100 + 1))
+
+
+def tenants_interleaved(per_tenant: int, entities: int, tenants: tuple[str, ...]) -> list[str]:
+    """``generate_events`` for each tenant (wall-clock events, a seed each), one tenant's event after
+    another's: every input partition gets events from the start of a stream on."""
+    streams = [list(generate_events(per_tenant, entities, seed=i, tenant=t, simulated_clock=False))
+               for i, t in enumerate(tenants)]
+    return [line for group in zip(*streams, strict=True) for line in group]

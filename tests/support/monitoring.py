@@ -28,6 +28,7 @@ APP_METRICS: dict[str, str] = {
     "edgeledger_consumer_lag_records": "gauge",
     "edgeledger_rebuild_partitions": "gauge",
     "edgeledger_rebuild_log_records_total": "counter",
+    "edgeledger_offset_resets_total": "counter",
     "edgeledger_source_last_event_timestamp_seconds": "gauge",
     "edgeledger_source_last_heartbeat_timestamp_seconds": "gauge",
     "edgeledger_source_stale": "gauge",

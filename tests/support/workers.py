@@ -55,7 +55,7 @@ def states_done(states: Iterable[Path], ends: dict[Position, int]) -> bool:
             return False
         kv = RocksKV(state, read_only=True)
         try:
-            bookkeeping = PipelineStore(kv)
+            bookkeeping = PipelineStore(kv, reader=True)
             if bookkeeping.rebuilding() or bookkeeping.outbox():
                 return False
             for position, offset in bookkeeping.input_offsets().items():

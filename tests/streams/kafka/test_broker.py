@@ -1,9 +1,13 @@
-"""The embedded Tansu broker, topic creation and the partition key, against a real broker process."""
+"""The embedded Tansu broker, topic creation and the partition key, against a real broker process; the
+disk broker's durability, its directory lock and its subprocesses' lifetime (its store: test_object_store)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections import defaultdict
@@ -15,9 +19,17 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from schemas.topics import Topic, tenant_partition
 from streams.kafka import broker as broker_mod
-from streams.kafka.broker import BOOTSTRAP_ENV, BrokerStartError, EmbeddedBroker, resolve_bootstrap
+from streams.kafka.broker import (
+    BOOTSTRAP_ENV,
+    BrokerDirInUse,
+    BrokerStartError,
+    EmbeddedBroker,
+    default_broker_dir,
+    resolve_bootstrap,
+)
 from streams.kafka.config import ADMIN_DEFAULTS, FAST_GROUP_OVERRIDES, consumer_config, producer_config
 from streams.kafka.topics import INPUT_TOPICS, LOGICAL_TOPICS, SEVEN_DAYS_MS, TopicSettings, ensure_topics
+from tests.support.kafka import read_all
 from tests.support.wait import wait_until
 
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp prints it (little-endian)
@@ -142,15 +154,143 @@ def test_resolve_bootstrap_honours_env_without_starting_a_broker(monkeypatch: py
 
 
 @pytest.mark.integration
-def test_resolve_bootstrap_starts_a_broker_when_nothing_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("storage", ["disk", "memory"])
+def test_resolve_bootstrap_starts_a_broker_when_nothing_is_configured(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, storage: str) -> None:
     monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
-    bootstrap, broker = resolve_bootstrap("  ")
+    bootstrap, broker = resolve_bootstrap("  ", broker_dir=tmp_path / "broker", storage=storage)
     assert broker is not None
     try:
-        assert bootstrap == broker.bootstrap
+        assert bootstrap == broker.bootstrap and broker.storage == storage
         assert _admin(bootstrap).list_topics(timeout=5).brokers
+        assert f"`edgeledger produce FILE --bootstrap {bootstrap}`" in capsys.readouterr().err
+        assert (broker.store_pid is not None) == (storage == "disk")
+        assert broker.consumer_overrides == ({"fetch.wait.max.ms": 100} if storage == "disk" else {})
     finally:
         broker.stop()
+
+
+def test_resolve_bootstrap_needs_a_directory_for_a_disk_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
+    with pytest.raises(ValueError, match="needs a directory"):
+        resolve_bootstrap(None)
+    with pytest.raises(ValueError, match="storage must be one of disk, memory"):
+        resolve_bootstrap(None, broker_dir=Path("b"), storage="tape")
+    assert resolve_bootstrap("kafka:9092") == ("kafka:9092", None)  # no broker, so no directory needed
+
+
+def test_the_broker_dir_lies_beside_the_state() -> None:
+    assert default_broker_dir(Path("/srv/ledger/live")) == Path("/srv/ledger/live.broker")
+    assert default_broker_dir(Path("live")) == Path("live.broker")
+
+
+@pytest.mark.integration
+def test_topics_records_and_offsets_survive_a_restart_on_the_same_directory(tmp_path: Path) -> None:
+    """Before and after a restart: the second session's records are appended to the first's, not
+    written over them (the store refuses Tansu's create-if-absent writes once the object exists)."""
+    directory, topic, group = tmp_path / "broker", "durable", "durable-readers"
+    with EmbeddedBroker(storage="disk", data_dir=directory) as broker:
+        ensure_topics_of(broker.bootstrap, topic)
+        produce(broker.bootstrap, topic, "first", 150)
+        consumer = Consumer(consumer_config(broker.bootstrap, group, **FAST_GROUP_OVERRIDES))
+        seen: list[bytes] = []
+        try:
+            consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+            wait_until(lambda: _poll_into(consumer, seen) == 150, "the first session's records", timeout=20)
+            committed = consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        assert committed is not None and sum(tp.offset for tp in committed) == 150
+    assert not broker.running
+
+    with EmbeddedBroker(storage="disk", data_dir=directory) as broker:
+        assert topic in _admin(broker.bootstrap).list_topics(timeout=5).topics
+        produce(broker.bootstrap, topic, "second", 150)
+        values = sorted(m.value() for m in read_all(broker.bootstrap, topic, timeout=20))
+        reader = Consumer(consumer_config(broker.bootstrap, group))
+        try:
+            after = reader.committed([TopicPartition(topic, p) for p in range(3)], timeout=5)
+        finally:
+            reader.close()
+    expected = sorted(f"{session}-{i}".encode() for session in ("first", "second") for i in range(150))
+    assert values == expected
+    assert {(tp.partition, tp.offset) for tp in after} == {(tp.partition, tp.offset) for tp in committed}
+
+
+def _poll_into(consumer: Consumer, seen: list[bytes]) -> int:
+    """Take what has arrived into ``seen``; how many are there now."""
+    for message in consumer.consume(500, 0.1):
+        assert message.error() is None, message.error()
+        seen.append(message.value() or b"")
+    return len(seen)
+
+
+def ensure_topics_of(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    admin = _admin(bootstrap)  # kept alive until its futures resolve
+    for future in admin.create_topics([NewTopic(topic, 3, 1)]).values():
+        future.result(timeout=10)
+
+
+def produce(bootstrap: str, topic: str, session: str, count: int) -> None:
+    """``count`` records, flushed in rounds so they land in several batches per partition."""
+    producer = Producer(producer_config(bootstrap))
+    for i in range(count):
+        producer.produce(topic, key=str(i % 11).encode(), value=f"{session}-{i}".encode())
+        if i % 50 == 49:
+            assert producer.flush(10) == 0
+    assert producer.flush(10) == 0
+
+
+@pytest.mark.integration
+def test_a_second_broker_on_the_same_directory_is_refused_naming_it(tmp_path: Path) -> None:
+    directory = tmp_path / "broker"
+    with EmbeddedBroker(storage="disk", data_dir=directory) as first:
+        second = EmbeddedBroker(storage="disk", data_dir=directory)
+        with pytest.raises(BrokerDirInUse, match=rf"^broker directory {directory} is in use by another broker "
+                                                 rf"\(pid {os.getpid()}\)$"):
+            second.start()
+        assert not second.running and first.running
+        assert _admin(first.bootstrap).list_topics(timeout=5).brokers
+    with EmbeddedBroker(storage="disk", data_dir=directory) as again:  # released by stop
+        assert again.running
+
+
+STARTER = """
+import json, sys
+from streams.kafka.broker import EmbeddedBroker
+broker = EmbeddedBroker(storage="disk", data_dir=sys.argv[1]).start()
+print(json.dumps([broker.pid, broker.store_pid]), flush=True)
+sys.stdin.read()
+"""
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited: no such process, or a zombie its new parent has not reaped yet."""
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return True
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
+def test_the_broker_and_its_store_die_with_the_process_that_started_them(tmp_path: Path) -> None:
+    directory = tmp_path / "broker"
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, str(directory)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert starter.stdout is not None
+        pids = json.loads(starter.stdout.readline())
+        assert all(isinstance(pid, int) and not _gone(pid) for pid in pids)
+    finally:
+        starter.kill()
+        starter.wait(10)
+    wait_until(lambda: all(_gone(pid) for pid in pids), "the broker and its store to exit", timeout=10)
+    with EmbeddedBroker(storage="disk", data_dir=directory) as broker:  # and the directory is free again
+        assert broker.running
 
 
 @pytest.mark.integration

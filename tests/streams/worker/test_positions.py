@@ -14,7 +14,7 @@ from streams.kafka.broker import EmbeddedBroker
 from streams.kafka.config import ADMIN_DEFAULTS
 from streams.kafka.produce import produce_files
 from streams.kafka.topics import TopicSettings, ensure_topics
-from tests.support.generate import generate_events
+from tests.support.generate import tenants_interleaved
 from tests.support.pipeline import comparable_state, count_applied, fresh_topics
 from tests.support.wait import wait_until
 from tests.support.workers import replicate, run_to_the_end
@@ -28,9 +28,7 @@ def history(tmp_path_factory) -> tuple[Path, Path, Path]:
     """6,000 events over four tenants in two files (the first third, the rest), and the state `load`
     reaches on all of them."""
     folder = tmp_path_factory.mktemp("history")
-    per_tenant = [list(generate_events(1500, 300, seed=i, tenant=t, simulated_clock=False))
-                  for i, t in enumerate(TENANTS)]
-    lines = [line for group in zip(*per_tenant, strict=True) for line in group]
+    lines = tenants_interleaved(1500, 300, TENANTS)
     first, rest = folder / "first.jsonl", folder / "rest.jsonl"
     first.write_text("\n".join(lines[:2000]) + "\n")
     rest.write_text("\n".join(lines[2000:]) + "\n")
