@@ -38,6 +38,7 @@ COMPILED = (
     "processors/intervals.py",
     "processors/ledger.py",
     "processors/model.py",
+    "processors/origins.py",
     "processors/outbox.py",
     "processors/pending.py",
     "processors/versioning.py",
