@@ -52,18 +52,6 @@ def test_a_fact_restated_by_a_later_version_survives_the_revocation_of_the_first
         "revoke_source", (first.edge_id,), ())
 
 
-def test_revoking_the_later_version_instead_leaves_the_fact_the_first_still_states() -> None:
-    ledger = Ledger()
-    ledger.at("2026-03-01T00:00:00Z").change("cmdb", "svc/a", version="1").asserts(A, "depends_on", B).send()
-    (first,) = ledger.believed(A, "depends_on")
-    ledger.change("cmdb", "svc/a", version="2").asserts(A, "depends_on", B).send()
-    revoke_source(ledger, "svc/a", "2")
-    assert [v.edge_id for v in ledger.believed(A, "depends_on")] == [first.edge_id], \
-        "v1 still states it: the same version, still believed"
-    assert stating(ledger, A, B) == [("cmdb", "svc/a", "1")]
-    assert ledger.counts.corrections == 0
-
-
 def test_a_fact_two_records_state_survives_one_records_snapshot_omitting_it() -> None:
     ledger = Ledger()
     ledger.at("2026-03-01T00:00:00Z")
