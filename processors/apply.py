@@ -12,7 +12,7 @@ from processors.clock import micros_of
 from processors.identity import Mention, MentionResolver, Resolution
 from processors.model import Heartbeat, LogicalEdge, Trace, fields_of
 from processors.pending import PendingLedger
-from processors.versioning import WORDED, Fact, Provenance, Versioner, origin_id
+from processors.versioning import WORDED, Fact, Provenance, Versioner
 from processors.vocabulary import Vocabulary
 from schemas.events import (
     AliasCommand,
@@ -51,17 +51,17 @@ def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocab
             version = ledger.version(event.tenant, event.edge_id)
             if version is None:
                 raise Rejected(f"unknown edge id {event.edge_id!r} for tenant {event.tenant!r}")
-            # The statement the version was appended for, wherever it still states its edge.
-            stated = [v for v in ledger.believed_edge(event.tenant, version.src, version.rel, version.dst)
-                      if v.authority == version.authority]
+            # The fact and what remains of it: the believed versions of its edge that share its origin.
+            fact = [v for v in ledger.believed_edge(event.tenant, version.src, version.rel, version.dst)
+                    if v.origin == version.origin]
             versioner = Versioner(ledger, vocabulary, event.tenant, event.event_id, tx)
-            versioner.revoke(stated, "revoke", origin=version.origin)
+            versioner.revoke(fact, "revoke")
             versioner.finish("revoke")
         case RevokeSourceEvent():
             source = event.source
             versions = ledger.believed_by_source(event.tenant, source.system, source.record, source.version)
             versioner = Versioner(ledger, vocabulary, event.tenant, event.event_id, tx)
-            versioner.revoke(versions, "revoke_source", record=source.record, source_version=source.version)
+            versioner.revoke(versions, "revoke_source")
             versioner.finish("revoke_source")
         case AliasCommand():
             if ledger.entity(event.tenant, event.entity) is None:
@@ -131,11 +131,12 @@ def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary
         effective_at = stated_event["effective_at"]
         effective = micros_of(effective_at) if effective_at else detected_at
         for edge in sorted(omitted, key=lambda e: (e.src, e.rel, e.dst, e.phrase or "")):
-            # Only this record's statements end: where another record states the edge, it stays.
-            versioner.omit(edge.src, edge.rel, edge.dst, provenance.authority, effective, edge.phrase, record)
+            # Only what this record still says: a piece another record restated is that record's.
+            versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective, edge.phrase,
+                              record)
 
-    for index, stated in enumerate(assertions):
-        versioner.assert_fact(stated.fact(), provenance, origin_id(stated_event["event_id"], index))
+    for stated in assertions:
+        versioner.assert_fact(stated.fact(), provenance)
     versioner.finish("change")
 
 

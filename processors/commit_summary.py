@@ -6,10 +6,9 @@ batch in the worker, and walking a batch's events and versions in Python cost it
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Final
 
-from processors.model import Correction, EdgeVersion
+from processors.model import EdgeVersion
 from processors.pending import PendingLedger
 from schemas.times import MICROS
 
@@ -18,27 +17,11 @@ _MICROS_PER_SECOND: Final = MICROS
 
 
 def lag_micros(version: EdgeVersion) -> int | None:
-    """The freshness lag of the fact a version newly asserts (``new_facts``), or ``None`` without a
-    ``detected_at``; a source clock ahead of ours counts as 0."""
-    if version.detected_at is None:
+    """The freshness lag of the fact this version first asserts, or ``None`` when it is not measured
+    here (a remainder of an older fact, or no ``detected_at``); a source clock ahead of ours counts as 0."""
+    if version.origin != version.edge_id or version.detected_at is None:
         return None
     return max(0, version.tx_from - version.detected_at)
-
-
-def new_facts(appended: Iterable[EdgeVersion], corrections: Iterable[Correction]) -> list[EdgeVersion]:
-    """Of ``appended`` versions, those that newly assert a fact, one per origin (the first): appended by
-    the event that made the statement. A remainder is appended by a later event, which names it in its
-    correction; a statement that only restated what was believed appended nothing. ``corrections``:
-    those of the events that appended the versions."""
-    appended_by: dict[str, str] = {}
-    for correction in corrections:
-        for edge_id in correction.new_edge_ids:
-            appended_by[edge_id] = correction.event_id
-    facts: dict[str, EdgeVersion] = {}
-    for version in appended:
-        if version.origin not in facts and appended_by.get(version.edge_id, version.event_id) == version.event_id:
-            facts[version.origin] = version
-    return list(facts.values())
 
 
 class CommitSummary:
@@ -71,7 +54,8 @@ def summarise_commit(pending: PendingLedger) -> CommitSummary:
                 beats[system] = max(beats.get(system, tx_at), tx_at)
     versions = pending.versions
     lags = summary.lag_seconds
-    for version in new_facts([versions[key] for key in pending.appended], pending.corrections):
+    for key in pending.appended:
+        version = versions[key]
         lag = lag_micros(version)
         if lag is not None:
             seconds = lags.get(version.authority)

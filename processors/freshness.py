@@ -3,12 +3,11 @@ and the source activity come in as arguments; nothing here reads storage or expo
 
 Two decisions:
 
-- **Lag is measured once per asserted fact**, on the version first appended for it, as
-  ``tx_from - detected_at``. Remainders that a later correction appends keep the original fact's
-  ``detected_at`` and ``event_id`` (provenance follows the fact), so measuring them again would
-  count one fact twice, with the age of the correction as its lag; a restatement that only adds an
-  origin to what is believed asserts no new fact. (``processors.commit_summary.new_facts`` is that
-  definition; this module buckets the lags.)
+- **Lag is measured once per asserted fact**, on the version first appended for it
+  (``origin == edge_id``), as ``tx_from - detected_at``. Remainders that a later correction
+  appends keep the original fact's ``detected_at`` and ``event_id`` (provenance follows the fact),
+  so measuring them again would count one fact twice, with the age of the correction as its lag.
+  (``processors.commit_summary.lag_micros`` is that definition; this module buckets the lags.)
   A ``detected_at`` after our transaction time (a source clock running ahead) counts as lag 0.
 - **Silence is measured on transaction time**, not on the source's ``detected_at``: the last
   instant the ledger applied a change or heartbeat from the source, against ``now`` from the same

@@ -38,7 +38,6 @@ COMPILED = (
     "processors/intervals.py",
     "processors/ledger.py",
     "processors/model.py",
-    "processors/origins.py",
     "processors/outbox.py",
     "processors/pending.py",
     "processors/versioning.py",

@@ -1,28 +1,25 @@
 """What a committed batch emits: its records on ``edge-versions`` (the ledger's event-sourced log)
 and on the other output topics, built as bytes for the worker's outbox.
 
-Each batch writes, in this order, one record per appended or closed edge version, its ``statement``
-and ``filing`` records, one per new or renamed entity and per new alias, one per correction
-(``correction``, its parts as on ``edge-corrections``), review item (``review``), dead letter
-(``dead_letter``), trace and heartbeat, and a closing ``batch`` marker per tenant with the event ids
-it applied, the input offsets it consumed, what it heard from each source (``heard``: system, kind,
-detected_at, tx of each applied change and heartbeat, for source activity) and how many records it
-closes (``records``: a part that lost one to a failed delivery is not applied). Replaying a
-partition's records (``streams.log.records.Replay``) rebuilds the same ledger state (what a worker
-that lost its disk, or a query replica, does). Each marker also carries the ``epoch`` of the
-``fence`` its writer put on that log partition, and the log holds those fences, and ``probe``
-records a reader skips (``streams.worker.fences``). The review item's and dead letter's original
-text is kept to its first ``ORIGINAL_KEPT`` characters there, as on their own topics. Every record
-has a ``record_id`` so consumers can de-duplicate re-sent outbox records, and names its ``batch``.
+Each batch writes, in this order, one record per appended or closed edge version, one per new or
+renamed entity and per new alias, one per correction (``correction``, its parts as on
+``edge-corrections``), review item (``review``), dead letter (``dead_letter``), trace and
+heartbeat, and a closing ``batch`` marker per tenant with the event ids it applied, the input
+offsets it consumed, what it heard from each source (``heard``: system, kind, detected_at, tx
+of each applied change and heartbeat, for source activity) and how many records it closes
+(``records``: a part that lost one to a failed delivery is not applied). Replaying a partition's
+records (``streams.log.records.Replay``) rebuilds the same ledger state (what a worker that lost its
+disk, or a query replica, does). Each marker also carries the ``epoch`` of the ``fence`` its writer
+put on that log partition, and the log holds those fences, and ``probe`` records a reader skips
+(``streams.worker.fences``). The review item's and dead letter's original text is kept to its first
+``ORIGINAL_KEPT`` characters there, as on their own topics. Every record has a ``record_id`` so
+consumers can de-duplicate re-sent outbox records, and names its ``batch``.
 
 An ``edge_version`` record's ``version`` is the ledger's own encoding of the version: a JSON array
 of ``processors.model.EdgeVersion``'s fields in order, instants as integer microseconds since the
 epoch (``state.codec.encode_version``, the bytes of the stored row), and its ``layout`` names that
-order (``VERSION_LAYOUT``; a reader refuses a layout it does not know rather than misread it). The
-statement rows a batch writes (``statement``: a version's statement by position, added or ended) and
-the source-index rows of records that began or ceased to state a version (``filing``) are records
-too, so that a replica holds the same origins; a version marked ``restated`` by a later batch is sent
-again (neither appended nor closed). ``schemas.log_records`` describes every record kind.
+order (``VERSION_LAYOUT``; a reader refuses a layout it does not know rather than misread it).
+``schemas.log_records`` describes every record kind.
 
 Other outputs: ``edge-corrections`` (correction events), ``dead-letter`` (original bytes, stage,
 reason), ``review-queue`` (parked events and flagged conflicts).
@@ -78,10 +75,9 @@ def _bounded_base64(encoded: str | None) -> dict[str, object]:
     return {"original_base64": encoded[:kept], "original_base64_truncated": len(encoded) > kept}
 
 
-VERSION_LAYOUT = 2
-"""The field order of an ``edge_version`` record's ``version`` array: 2 is ``EdgeVersion``'s 20 fields,
-``restated`` last. Change it with any change to ``EdgeVersion``'s fields: a reader refuses a layout it
-does not know."""
+VERSION_LAYOUT = 1
+"""The field order of an ``edge_version`` record's ``version`` array: 1 is ``EdgeVersion``'s 19 fields.
+Change it with any change to ``EdgeVersion``'s fields: a reader refuses a layout it does not know."""
 _VERSION_FLAGS = {(appended, closed): b',"appended":%s,"closed":%s,"layout":%d,"version":' % (
     orjson.dumps(appended), orjson.dumps(closed), VERSION_LAYOUT)
     for appended in (False, True) for closed in (False, True)}
@@ -93,12 +89,9 @@ def version_head(batch_id: str) -> bytes:
     return b'{"kind":"edge_version","batch":' + orjson.dumps(batch_id) + b',"record_id":'
 
 
-def version_record_id(version: EdgeVersion, appended: bool = True) -> str:
-    """An ``edge_version`` record's id: a version's open and closed states are two records, and so is
-    the open version marked ``restated`` later (neither ``appended`` nor closed)."""
-    if version.tx_to is not None:
-        return f"{version.tenant}/{version.edge_id}@closed"
-    return f"{version.tenant}/{version.edge_id}@{'open' if appended else 'restated'}"
+def version_record_id(version: EdgeVersion) -> str:
+    """An ``edge_version`` record's id: a version's open and closed states are two records."""
+    return f"{version.tenant}/{version.edge_id}@{'closed' if version.tx_to is not None else 'open'}"
 
 
 def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: bytes, head: bytes,
@@ -111,7 +104,7 @@ def version_record(version: EdgeVersion, appended: bool, closed: bool, encoded: 
     ``head``: ``version_head`` of the record's batch; ``record_id``: ``version_record_id``, when the
     caller has it already."""
     if record_id is None:
-        record_id = version_record_id(version, appended)
+        record_id = version_record_id(version)
     return b"".join((head, orjson.dumps(record_id), _VERSION_FLAGS[appended, closed], encoded, b"}"))
 
 
@@ -163,11 +156,10 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     log = Topic.EDGE_VERSIONS
     head = version_head(batch_id)
     for version, is_new, closed_now, encoded in versions:
-        record_id = version_record_id(version, is_new)
+        record_id = version_record_id(version)
         records.append(OutRecord(log, version.tenant, version_record(version, is_new, closed_now, encoded, head,
                                                                     record_id)))
         ids.append(record_id)
-    _statement_records(pending, batch_id, records, ids)
     for entity in pending.entities.values():
         record_id = f"{entity.tenant}/entity/{entity.entity_id}/{entity.name}"
         records.append(OutRecord(log, entity.tenant, orjson.dumps(
@@ -274,27 +266,6 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     placed = all(record.partition >= 0 for record, record_id in zip(untenanted.records, untenanted.ids, strict=True)
                  if record_id is not None)
     return _counted(ordered, log_partitions, placed, epochs or {})
-
-
-def _statement_records(pending: PendingLedger, batch_id: str, records: list[OutRecord],
-                       ids: list[str | None]) -> None:
-    """The batch's ``statement`` and ``filing`` records (``state.store.LedgerStore._statement_rows`` writes
-    the same rows): a statement is sent when added and again when ended, a filing at each change."""
-    log = Topic.EDGE_VERSIONS
-    for (tenant, edge_id), rows in pending.statement_rows.items():
-        for index, origin in rows.items():
-            record_id = f"{tenant}/{edge_id}/statement-{index}@{'ended' if origin.tx_to is not None else 'open'}"
-            records.append(OutRecord(log, tenant, orjson.dumps(
-                {"kind": "statement", "batch": batch_id, "record_id": record_id, "tenant": tenant,
-                 "edge_id": edge_id, "position": index, "statement": list(origin)})))
-            ids.append(record_id)
-    for (tenant, edge_id), filed in pending.filings.items():
-        for (system, record), began in filed.items():
-            record_id = f"{tenant}/{edge_id}/filing/{system}/{record}@{pending.last_tx()}"
-            records.append(OutRecord(log, tenant, orjson.dumps(
-                {"kind": "filing", "batch": batch_id, "record_id": record_id, "tenant": tenant, "edge_id": edge_id,
-                 "system": system, "record": record, "filed": began})))
-            ids.append(record_id)
 
 
 class _Group(NamedTuple):

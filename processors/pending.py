@@ -18,12 +18,10 @@ from processors.model import (
     Entity,
     EventOutcome,
     Heartbeat,
-    Origin,
     Outcome,
     ReviewItem,
     Trace,
 )
-from processors.origins import Statements, Stored, own_statement, states_from, stating_records
 from processors.ports import LedgerReader
 
 
@@ -68,14 +66,6 @@ class PendingLedger:
     heartbeats: list[Heartbeat] = field(default_factory=list)
     outcomes: list[EventOutcome] = field(default_factory=list)
     counts: BatchCounts = field(default_factory=BatchCounts)
-    stated: dict[tuple[str, str], Statements] = field(default_factory=dict)
-    """The statements of each version whose statements the batch changed (or that it appended with
-    several), as they are now (``LedgerReader.statements``): a restatement changes no version."""
-    statement_rows: dict[tuple[str, str], dict[int, Origin]] = field(default_factory=dict)
-    """The statement rows the batch writes, per version by position: those it added or ended."""
-    filings: dict[tuple[str, str], dict[tuple[str, str | None], bool]] = field(default_factory=dict)
-    """Per version, the ``B`` rows of the (system, record)s that began (True) or ceased (False) to state it,
-    beside those an append or a closing writes for the record it was appended for."""
     tx: int | None = None
     _by_out: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     _by_edge: dict[tuple[str, str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
@@ -85,10 +75,8 @@ class PendingLedger:
     _touched_out: set[tuple[str, str, str]] = field(default_factory=set)
     """(tenant, src, rel) whose believed out-edges this batch changed (appended or closed a version)."""
     _new_by_source: dict[tuple[str, str, str | None], list[str]] = field(default_factory=lambda: defaultdict(list))
-    """Versions per (tenant, system, record) that the batch appended or that a record began to state in
-    it: a snapshot reads what its record says now once per event, and walking every version the batch
-    appended made snapshot feeds quadratic per batch. May name a version twice, or under a record that no
-    longer states it: the reads check."""
+    """Appended versions per (tenant, system, record): a snapshot reads what its record says now once
+    per event, and walking every version the batch appended made snapshot feeds quadratic per batch."""
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
 
     # -- writes -------------------------------------------------------------------------------
@@ -106,78 +94,27 @@ class PendingLedger:
         key = (version.tenant, version.edge_id)
         del self.versions[key]
         self.appended.remove(key)
-        self.stated.pop(key, None)
-        self.statement_rows.pop(key, None)
-        lists = self._indexed_under(version)
-        for (system, record), began in self.filings.pop(key, {}).items():
-            if began:
-                lists.append(self._new_by_source[(version.tenant, system, record)])
-        for ids in lists:
-            while version.edge_id in ids:
-                ids.remove(version.edge_id)
+        for ids in self._indexed_under(version):
+            ids.remove(version.edge_id)
         self.counts.versions_appended -= 1
 
-    def state(self, version: EdgeVersion, before: Statements, after: Statements) -> None:
-        """``version``, appended or held believed, is stated by ``after`` where it was by ``before`` (``()``:
-        no statement of it is stored yet, only the one it was appended for). Notes the rows to write: the
-        statements added or ended, the ``B`` rows of the records that began or ceased to state it, and
-        the version marked ``restated`` if it was not."""
+    def settle_new(self, version: EdgeVersion) -> None:
+        """Put ``version`` in place of the uncommitted version of the same edge id that this transaction
+        appended: a field settled once its event was done (a fact's origin). Indexes hold ids, not versions."""
         key = (version.tenant, version.edge_id)
-        if not version.restated:  # its first statements of its own: the version says so, once
-            self.versions[key] = version.as_restated()
-            self._touched_out.add((version.tenant, version.src, version.rel))
-        self.stated[key] = after
-        rows = self.statement_rows.get(key)
-        if rows is None:
-            rows = self.statement_rows[key] = {}
-        refile = False  # whether a record may have begun or ceased to state it
-        for index, origin in enumerate(after):
-            if index < len(before):
-                if before[index] != origin:
-                    rows[index] = origin
-                    refile = True
-            elif index or origin != own_statement(version):  # the one it was appended for, as it was: no row
-                rows[index] = origin
-                refile = refile or origin.tx_to is not None or not _states(before, version, origin.record)
-        if not refile:
-            return  # Speed: statements added from records that stated it already, the common restatement
-        was, now = stating_records(version, before), stating_records(version, after)
-        if was != now:
-            filed = self.filings.get(key)
-            if filed is None:
-                filed = self.filings[key] = {}
-            for record in now - was:
-                filed[(version.authority, record)] = True
-                self._new_by_source[(version.tenant, version.authority, record)].append(version.edge_id)
-            for record in was - now:
-                filed[(version.authority, record)] = False
+        assert key in self.versions and self.versions[key].tx_to is None, "only an appended, open version is settled"
+        self.versions[key] = version
 
-    def statements(self, tenant: str, edge_id: str) -> Stored:
-        """``LedgerReader.statements``, as the batch left them."""
-        held = self.stated.get((tenant, edge_id))
-        return held if held is not None else self.base.statements(tenant, edge_id)
-
-    def statements_of(self, version: EdgeVersion) -> Stored:
-        """``statements`` of ``version``, read only if it is ``restated``."""
-        return self.statements(version.tenant, version.edge_id) if version.restated else ()
-
-    def _indexed_under(self, version: EdgeVersion) -> list[list[str]]:
+    def _indexed_under(self, version: EdgeVersion) -> tuple[list[str], list[str], list[str]]:
         """The index lists an appended version is filed in; ``append`` and ``discard_new`` share them,
         so an index cannot be added to one and forgotten in the other."""
-        return [self._by_out[(version.tenant, version.src, version.rel)],
+        return (self._by_out[(version.tenant, version.src, version.rel)],
                 self._by_edge[(version.tenant, version.src, version.rel, version.dst)],
-                self._new_by_source[(version.tenant, version.authority, version.source_record)]]
+                self._new_by_source[(version.tenant, version.authority, version.source_record)])
 
-    def close(self, version: EdgeVersion, tx: int, explicit: Statements = ()) -> EdgeVersion:
-        """Close ``version``; ``explicit``: its statements, whose records' ``B`` rows go with it."""
+    def close(self, version: EdgeVersion, tx: int) -> EdgeVersion:
         closed = version.close_belief(tx)
         key = (version.tenant, version.edge_id)
-        if explicit:
-            filed = self.filings.get(key)
-            if filed is None:
-                filed = self.filings[key] = {}
-            for record in stating_records(version, explicit):
-                filed[(version.authority, record)] = False
         self.versions[key] = closed
         self.closed.append(key)
         self._touched_out.add((version.tenant, version.src, version.rel))
@@ -202,17 +139,6 @@ class PendingLedger:
         merged.extend(self.versions[(tenant, edge_id)] for edge_id in new_ids)
         return merged
 
-    def _filed(self, tenant: str, base: list[EdgeVersion], new_ids: list[str]) -> list[EdgeVersion]:
-        """``base`` as the batch left it, and the versions the batch filed under a record (``_new_by_source``):
-        appended, or stored and stated by a record anew."""
-        merged = [self.versions.get((tenant, v.edge_id), v) for v in base] if self.versions else list(base)
-        for edge_id in new_ids:
-            key = (tenant, edge_id)
-            held = self.versions[key] if key in self.versions else self.base.version(tenant, edge_id)
-            if held is not None:
-                merged.append(held)
-        return merged
-
     def believed_edge(self, tenant: str, src: str, rel: str, dst: str) -> list[EdgeVersion]:
         base = self.base.believed_edge(tenant, src, rel, dst)
         if (tenant, src, rel) not in self._touched_out:
@@ -233,15 +159,15 @@ class PendingLedger:
     def believed_by_source(
         self, tenant: str, system: str, record: str | None, version: str | None
     ) -> list[EdgeVersion]:
-        base = self.base.believed_by_source(tenant, system, record, None)  # the batch may have restated them
+        base = self.base.believed_by_source(tenant, system, record, version)
         new_ids = [
             edge_id
             for (of_tenant, of_system, of_record), edge_ids in self._new_by_source.items()
             if of_tenant == tenant and of_system == system and (record is None or of_record == record)
             for edge_id in edge_ids
+            if version is None or self.versions[(tenant, edge_id)].source_version == version
         ]
-        return _distinct([v for v in self._filed(tenant, base, new_ids)
-                          if v.tx_to is None and states_from(v, self.statements_of(v), record, version)])
+        return _still_believed(self._overlay(tenant, base, new_ids))
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         pending = self.entities.get((tenant, entity_id))
@@ -257,9 +183,7 @@ class PendingLedger:
     def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
         base = self.base.believed_from_record(tenant, system, record)
         new_ids = self._new_by_source.get((tenant, system, record), [])
-        # A version the store files under the record is stated by it, unless the batch changed that.
-        return _distinct([v for v in self._filed(tenant, base, new_ids) if v.tx_to is None and (
-            (tenant, v.edge_id) not in self.stated or states_from(v, self.stated[(tenant, v.edge_id)], record, None))])
+        return [v for v in self._overlay(tenant, base, new_ids) if v.tx_to is None]
 
     def event_seen(self, tenant: str, event_id: str) -> bool:
         key = (tenant, event_id)
@@ -290,15 +214,3 @@ class PendingLedger:
 
 def _still_believed(versions: list[EdgeVersion]) -> list[EdgeVersion]:
     return [v for v in versions if v.tx_to is None]
-
-
-def _states(before: Statements, version: EdgeVersion, record: str | None) -> bool:
-    """Whether ``record`` stated ``version`` (by ``before``, its statements; ``()``: its own alone)."""
-    if not before:
-        return version.source_record == record
-    return any(origin.record == record and origin.tx_to is None for origin in before)
-
-
-def _distinct(versions: list[EdgeVersion]) -> list[EdgeVersion]:
-    """Each version once, first seen first: a version several records state is filed under each."""
-    return list({v.edge_id: v for v in versions}.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from processors.model import Direction, EdgeVersion, Entity, Origin
+from processors.model import Direction, EdgeVersion, Entity
 
 
 class LedgerReader(Protocol):
@@ -21,11 +21,6 @@ class LedgerReader(Protocol):
         ...
 
     def version(self, tenant: str, edge_id: str) -> EdgeVersion | None: ...
-
-    def statements(self, tenant: str, edge_id: str) -> tuple[Origin | None, ...]:
-        """Every statement of a version, ended ones included, in the order recorded; ``()`` while it has
-        only the one it was appended for (``processors.origins.Stored``)."""
-        ...
 
     def believed_by_source(
         self, tenant: str, system: str, record: str | None, version: str | None
@@ -70,7 +65,3 @@ class GraphReader(Protocol):
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]: ...
-
-    def statements(self, tenant: str, edge_id: str) -> tuple[Origin | None, ...]:
-        """As ``LedgerReader.statements`` (``history`` shows them)."""
-        ...

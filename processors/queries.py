@@ -15,7 +15,7 @@ from typing import Literal
 from processors.identity import entity_type_of, normalise_name
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
-from processors.query_results import disposition, fill_result, history_out, limits_dict
+from processors.query_results import disposition, edge_out, fill_result, limits_dict
 from processors.traversal import (
     UNBOUNDED_HOPS,
     ExpansionBudgetSpent,
@@ -270,9 +270,7 @@ class QueryEngine:
         versions.sort(key=lambda v: (v.src, v.rel, v.dst, v.tx_from, v.valid_from or -(1 << 62), v.edge_id))
         return HistoryResult(
             tenant=tenant, entity=entity, anchor=anchor, known_at=format_micros(known_at) or "",
-            valid_at=format_micros(valid_at), rel=rel,
-            versions=[history_out(v, known_at, self.reader.statements(tenant, v.edge_id) if v.restated else ())
-                      for v in versions],
+            valid_at=format_micros(valid_at), rel=rel, versions=[edge_out(v, known_at) for v in versions],
         )
 
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from processors.identity import entity_type_of
 from processors.model import EdgeVersion
-from processors.origins import Stored, known_origins, origins_of
 from processors.ports import GraphReader
 from processors.traversal import Limits, Traversal
 from schemas.results import (
@@ -16,7 +15,6 @@ from schemas.results import (
     Disposition,
     EdgeVersionOut,
     FrontierNode,
-    HistoryVersionOut,
     PathOut,
     QueryResult,
     ResultEntity,
@@ -56,20 +54,6 @@ def edge_out(version: EdgeVersion, known_at: int | None = None, evidence: bool =
     data["evidence_omitted"] = not evidence
     data["corroborated_by"] = corroborated_by or []
     return EdgeVersionOut.model_validate(data)
-
-
-def history_out(version: EdgeVersion, known_at: int, stored: Stored) -> HistoryVersionOut:
-    """``edge_json`` with the version's statements (its ``stored`` ones, or the one it was appended for) as
-    known at ``known_at``, for ``history``."""
-    data = edge_json(version, known_at)
-    data["origins"] = [
-        {"origin": o.origin, "source": {"system": version.authority, "record": o.record, "version": o.version},
-         "event_id": o.event_id, "evidence": o.evidence, "confidence": o.confidence,
-         "detected_at": format_micros(o.detected_at), "valid_from": format_micros(o.valid_from),
-         "valid_to": format_micros(o.valid_to), "tx_from": format_micros(o.tx_from) or "",
-         "tx_to": format_micros(o.tx_to)}
-        for o in known_origins(origins_of(version, stored), known_at)]
-    return HistoryVersionOut.model_validate(data)
 
 
 def fill_result(result: QueryResult, walk: Traversal, request: QueryRequest, reader: GraphReader) -> None:

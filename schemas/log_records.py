@@ -19,15 +19,10 @@ _EXACT = ConfigDict(extra="forbid")
 Outcome = Literal["applied", "duplicate", "dead_lettered", "queued_for_review"]
 
 StoredVersion = tuple[str, str, str, str, str, int | None, int | None, int, int | None, str, str | None,
-                      str | None, str, float, str, list[str], str, int | None, str | None, bool]
+                      str | None, str, float, str, list[str], str, int | None, str | None]
 """``processors.model.EdgeVersion``'s fields in order (``state.codec.encode_version``): edge_id, tenant,
 src, rel, dst, valid_from, valid_to, tx_from, tx_to, authority, source_record, source_version,
-evidence, confidence, origin, supersedes, event_id, detected_at, phrase, restated."""
-
-StoredOrigin = tuple[str, str | None, str | None, str, str, float, int | None, int | None, int | None, int,
-                     int | None]
-"""``processors.model.Origin``'s fields in order (``state.codec.encode_origin``): origin, record, version,
-event_id, evidence, confidence, detected_at, valid_from, valid_to, tx_from, tx_to."""
+evidence, confidence, origin, supersedes, event_id, detected_at, phrase."""
 
 
 @with_config(_EXACT)
@@ -37,36 +32,9 @@ class EdgeVersionRecord(TypedDict):
     record_id: str
     appended: bool
     closed: bool
-    layout: Literal[2]
+    layout: Literal[1]
     """``processors.outbox.VERSION_LAYOUT``: the order of ``version``."""
     version: StoredVersion
-
-
-@with_config(_EXACT)
-class StatementRecord(TypedDict):
-    """A statement of a version (an ``O`` row), as added or as ended: ``position`` in its statements."""
-
-    kind: Literal["statement"]
-    batch: str
-    record_id: str
-    tenant: str
-    edge_id: str
-    position: int
-    statement: StoredOrigin
-
-
-@with_config(_EXACT)
-class FilingRecord(TypedDict):
-    """A record of ``system`` began (``filed``) or ceased to state a version (its ``B`` row)."""
-
-    kind: Literal["filing"]
-    batch: str
-    record_id: str
-    tenant: str
-    edge_id: str
-    system: str
-    record: str | None
-    filed: bool
 
 
 @with_config(_EXACT)
@@ -259,8 +227,8 @@ class InputResetRecord(TypedDict):
     reason: str
 
 
-HeldRecord = (EdgeVersionRecord | StatementRecord | FilingRecord | EntityRecord | AliasRecord | CorrectionRecord
-              | ReviewRecord | DeadLetterRecord | TraceRecord | HeartbeatRecord)
+HeldRecord = (EdgeVersionRecord | EntityRecord | AliasRecord | CorrectionRecord | ReviewRecord | DeadLetterRecord
+              | TraceRecord | HeartbeatRecord)
 """The records a batch marker closes."""
 
 LOG_RECORD = Annotated[HeldRecord | BatchMarker | FenceRecord | ProbeRecord | InputResetRecord,

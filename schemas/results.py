@@ -44,28 +44,6 @@ class EdgeVersionOut(Out):
     corroborated_by: list[str] = Field(default_factory=list)
 
 
-class OriginOut(Out):
-    """One statement of a version: the assertion (``origin``) of a source record at a version, the
-    stretch of the version it states, and when the ledger held that (``tx_to: null``: it still does)."""
-
-    origin: str
-    source: SourceOut
-    event_id: str
-    evidence: str
-    confidence: float
-    detected_at: str | None = None
-    valid_from: str | None
-    valid_to: str | None
-    tx_from: str
-    tx_to: str | None
-
-
-class HistoryVersionOut(EdgeVersionOut):
-    """A version in ``history``: with every statement of it, as known at the history's ``known_at``."""
-
-    origins: list[OriginOut] = Field(default_factory=list)
-
-
 class CorrectionOut(Out):
     kind: Literal["correction"] = "correction"
     correction_id: str
@@ -153,4 +131,4 @@ class HistoryResult(Out):
     known_at: str
     valid_at: str | None
     rel: str | None
-    versions: list[HistoryVersionOut]
+    versions: list[EdgeVersionOut]

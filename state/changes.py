@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from processors.model import Direction, EdgeVersion, Entity, Origin, SourceActivity
+from processors.model import Direction, EdgeVersion, Entity, SourceActivity
 from state.open import open_reader
 from state.store import LedgerStore
 
@@ -109,9 +109,6 @@ class LedgerFollower:
 
     def adjacent_any(self, tenant: str, node: str) -> list[EdgeVersion]:
         return self.store.adjacent_any(tenant, node)
-
-    def statements(self, tenant: str, edge_id: str) -> tuple[Origin | None, ...]:
-        return self.store.statements(tenant, edge_id)
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         return self.store.entity(tenant, entity_id)

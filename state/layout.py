@@ -8,8 +8,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``T``  tenant, last tx of a batch                                  (tx, ``a``/``c``, edge_id) the batch appended/closed
 ``E``  tenant, entity_id                                            entity (type, latest name)
 ``N``  tenant, normalised alias, entity_id                          tx the alias was recorded
-``B``  tenant, system, record or "", edge_id                         the version, or nothing; while the record states it
-``O``  tenant, edge_id, position (``position``)                      a statement of the version (``Origin``)
+``B``  tenant, system, record or "", edge_id                         the version, while still believed
 ``I``  tenant, event_id                                             outcome (idempotent re-delivery)
 ``K``  tenant, last tx of a batch                                  the batch's correction events
 ``R``  tenant, review_id                                            review item
@@ -29,12 +28,6 @@ A closed version's ``V`` row is rewritten with its ``tx_to``; that is the only c
 ever sees, and the ``edge-versions`` log carries it as a new record rather than an edit. An ``A`` row
 holds no value and is written once, with the version: its key ends with the edge id, and a read of an
 adjacency reads each version from ``V``. Closing a belief so writes one row and deletes its ``B`` row.
-A version's statements are ``O`` rows, in the order recorded, once it has more than the one it was
-appended for (``processors.origins``): a restatement adds a row and changes no version, and a
-statement is never edited either, only ended (its ``tx_to`` set, the row rewritten). Whether a version
-has any is a point read of its first row. A believed version is filed in ``B`` under each source
-record with a live statement of it: the row of the record it was appended for, written with it, holds
-the version; that of a record that began to state it later holds nothing (a read takes ``V``).
 
 ``T`` and ``K`` are read as whole listings or from a transaction time on, never by one id, so a batch
 files its entries for a tenant in one row, keyed by the latest transaction time among them (a row per
@@ -73,17 +66,8 @@ INDEX: Final = b""
 """The value of an index row (``A``): the key says it all."""
 LAST_TX: Final = b"M" + pack("last_tx")
 FORMAT: Final = b"M" + pack("format")
-FORMAT_VERSION: Final = b"6"
+FORMAT_VERSION: Final = b"5"
 """The one layout this edgeledger reads and writes: the tables above."""
-
-
-def position(index: int) -> bytes:
-    """An ``O`` key's last part: a statement's position, 4 bytes big-endian. Fixed width, so byte order is
-    position order after the (terminated) edge id; cheaper than ``keys.encode_int``, which a restatement
-    paid for each row."""
-    return index.to_bytes(4, "big")
-
-
 TX_BYTES: Final = 9
 """An encoded ``tx_from`` in an ``A`` key (``keys.encode_int``): the edge id follows it."""
 

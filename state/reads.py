@@ -13,17 +13,15 @@ from processors.model import (
     EdgeVersion,
     Entity,
     Heartbeat,
-    Origin,
     ReviewItem,
     SourceActivity,
     Trace,
     last_heard_tx,
 )
-from processors.origins import states_from
 from state import codec
 from state.keys import encode_int, encode_int_desc, encode_str, pack, unpack
 from state.kv import OrderedKV
-from state.layout import TX_BYTES, StateFormatError, adjacency, position
+from state.layout import TX_BYTES, StateFormatError, adjacency
 
 _UNREAD: Final = object()
 """A read cache's answer for a key it does not hold (``None`` is a cached 'no such entity')."""
@@ -48,14 +46,14 @@ class StoreReads:
         # Sources whose believed out-edges of one relationship are too many to cache: a policy that
         # applies to every service. Remembered so that their out-adjacency is not read again.
         self._too_wide: dict[tuple[str, str, str], None] = {}
-        # The statements of the ``restated`` versions versioning met or the ledger wrote: a restatement
-        # reads them. Written through on commit.
-        self._statements: dict[tuple[str, str], tuple[Origin | None, ...]] = {}
 
     def close(self) -> None:
         self.kv.close()
 
     # -- LedgerReader -------------------------------------------------------------------------------------
+    def _scan_versions(self, prefix: bytes) -> list[EdgeVersion]:
+        return [codec.decode_version(value) for _, value in self.kv.scan(prefix)]
+
     def _indexed(self, tenant: str, prefix: bytes, known_at: int | None = None,
                  decode: Callable[[bytes], EdgeVersion] = codec.decode_version) -> Iterator[EdgeVersion]:
         """The versions an adjacency ``prefix`` (``adjacency``) indexes, in key order, read from ``V``
@@ -127,35 +125,11 @@ class StoreReads:
         raw = self.kv.get(b"V" + pack(tenant, edge_id))
         return codec.decode_version(raw) if raw else None
 
-    def statements(self, tenant: str, edge_id: str) -> tuple[Origin | None, ...]:
-        """The version's stored statements (``O`` rows, by position; ``None`` first while the one it was
-        appended for has no row), ``()`` when it has none. Versioning asks only of a ``restated`` version."""
-        key = (tenant, edge_id)
-        cached = self._statements.get(key)
-        if cached is not None:
-            return cached
-        rows = [(row[-4:], codec.decode_origin(value)) for row, value in self.kv.scan(b"O" + pack(tenant, edge_id))]
-        found: tuple[Origin | None, ...] = tuple([origin for _, origin in rows])
-        if rows and rows[0][0] != position(0):
-            found = (None, *found)
-        self._cache_statements(key, found)
-        return found
-
-    def _cache_statements(self, key: tuple[str, str], statements: tuple[Origin | None, ...]) -> None:
-        self._remember(self._statements, key, statements)
-
     def believed_by_source(
         self, tenant: str, system: str, record: str | None, version: str | None
     ) -> list[EdgeVersion]:
         prefix = b"B" + (pack(tenant, system) if record is None else pack(tenant, system, record))
-        found: dict[str, EdgeVersion] = {}
-        for key, _ in self.kv.scan(prefix):
-            edge_id = str(unpack(key[1:])[-1])
-            current = None if edge_id in found else self.version(tenant, edge_id)
-            stored = self.statements(tenant, edge_id) if current is not None and current.restated else ()
-            if current is not None and states_from(current, stored, record, version):
-                found[edge_id] = current
-        return list(found.values())  # a version several records state is filed under each
+        return [v for v in self._scan_versions(prefix) if version is None or v.source_version == version]
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         key = (tenant, entity_id)
@@ -179,7 +153,7 @@ class StoreReads:
 
     def _drop_caches(self) -> None:
         """Forget every read cache (a batch that failed to commit may have updated one): reads refill them."""
-        for cache in (self._entities, self._aliases, self._believed_out, self._too_wide, self._statements):
+        for cache in (self._entities, self._aliases, self._believed_out, self._too_wide):
             cache.clear()
 
     def _remember(self, cache: dict, key: tuple[str, ...], value: object) -> None:
@@ -190,17 +164,7 @@ class StoreReads:
         cache[key] = value
 
     def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
-        """The versions filed under the record: the row of the record a version was appended for holds it;
-        that of a record that began to state it later holds nothing, and the version is read from ``V``."""
-        found: list[EdgeVersion] = []
-        versions = b"V" + pack(tenant)
-        for key, value in self.kv.scan(b"B" + pack(tenant, system, record)):
-            if value:
-                found.append(codec.decode_version(value))
-            else:
-                found.append(codec.decode_version(self._indexed_row(versions + encode_str(str(unpack(key[1:])[-1])),
-                                                                    key)))
-        return found
+        return self._scan_versions(b"B" + pack(tenant, system, record))
 
     def event_seen(self, tenant: str, event_id: str) -> bool:
         return self.kv.get(b"I" + pack(tenant, event_id)) is not None

@@ -11,18 +11,7 @@ from processors.pending import PendingLedger
 from state import codec
 from state.keys import encode_int, encode_int_desc, encode_str, pack
 from state.kv import OrderedKV
-from state.layout import (
-    FORMAT,
-    FORMAT_VERSION,
-    IN,
-    INDEX,
-    LAST_TX,
-    OUT,
-    digest,
-    listing_rows,
-    position,
-    recorded_format,
-)
+from state.layout import FORMAT, FORMAT_VERSION, IN, INDEX, LAST_TX, OUT, digest, listing_rows, recorded_format
 from state.reads import StoreReads
 
 NO_TRANSACTION: Final = -(1 << 62)
@@ -111,16 +100,8 @@ class LedgerStore(StoreReads):
         return puts
 
     def _write_through(self, pending: PendingLedger) -> None:
-        """After a commit: the entity and alias caches take the batch's entities and aliases, and the
-        statements cache the statements the batch changed (the believed-edges cache was kept in step while
-        the rows were built). A replayed batch names the rows it wrote, not every
-        statement: those versions are read again."""
-        for key in pending.statement_rows:
-            stated = pending.stated.get(key)
-            if stated is not None:
-                self._cache_statements(key, stated)
-            else:
-                self._statements.pop(key, None)
+        """After a commit: the entity and alias caches take the batch's entities and aliases (the
+        believed-edges cache was kept in step while the rows were built)."""
         for key, entity in pending.entities.items():
             self._entities[key] = entity
         for alias in pending.aliases:
@@ -161,28 +142,11 @@ class LedgerStore(StoreReads):
         return b"".join((b"B", tenant, self._encoded_part(version.authority),
                          encode_str(version.source_record or ""), edge))
 
-    def _statement_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
-        """The ``O`` rows of the statements the batch added or ended, and the ``B`` rows of the records that
-        began (a row holding nothing: a read takes the version from ``V``) or ceased to state a version.
-        Written after the versions' rows, so that a record that ceased and began again holds that row."""
-        for (tenant, edge_id), rows in pending.statement_rows.items():
-            prefix = b"O" + pack(tenant, edge_id)
-            for index, origin in rows.items():
-                puts.append((prefix + position(index), codec.encode_origin(origin)))
-        for (tenant, edge_id), filed in pending.filings.items():
-            encoded_tenant, edge = self._encoded_part(tenant), encode_str(edge_id)
-            for (system, record), began in filed.items():
-                key = b"".join((b"B", encoded_tenant, self._encoded_part(system), encode_str(record or ""), edge))
-                if began:
-                    puts.append((key, INDEX))
-                else:
-                    deletes.append(key)
-
     def _version_rows(self, pending: PendingLedger, puts: list[tuple[bytes, bytes]], deletes: list[bytes],
                       encoded: list[EncodedVersion]) -> None:
         """The rows of each touched version: V; when it is new, both A ends (keys only) and, while it is
-        believed, B (deleted when it is closed); then per tenant one T row listing what was appended and
-        closed. The believed-edges cache takes each version as its rows are built (one pass over the batch, not
+        believed, B (deleted when it is closed); then per tenant one T row listing what was appended and closed.
+        The believed-edges cache takes each version as its rows are built (one pass over the batch, not
         two); ``commit`` drops the caches if the write then fails. Each version is also listed in
         ``encoded`` with its encoding."""
         # Speed: the value is encoded once and shared by V and B, and the key parts that every
@@ -240,8 +204,6 @@ class LedgerStore(StoreReads):
         deletes: list[bytes] = []
         encoded: list[EncodedVersion] = []
         self._version_rows(pending, puts, deletes, encoded)
-        if pending.statement_rows or pending.filings:
-            self._statement_rows(pending, puts, deletes)
         if log_rows is not None:
             puts += log_rows(encoded)
         for entity in pending.entities.values():

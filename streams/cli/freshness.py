@@ -1,16 +1,16 @@
 """`edgeledger freshness`: freshness lag percentiles per source, read back from the ledger itself,
 and which sources are stale.
 
-Lag is ``tx_from - detected_at`` of each newly asserted fact (``processors.commit_summary.new_facts``;
-see ``processors.freshness``), for versions appended in the transaction-time window
-``[--since, --until)``. Percentiles come from an HDR histogram (3 significant digits), so they are
-exact to 0.1 % and comparable with the Prometheus histogram's bucket estimates.
+Lag is ``tx_from - detected_at`` of each newly asserted fact (the version with
+``origin == edge_id``; see ``processors.freshness``), for versions appended in the transaction-time
+window ``[--since, --until)``. Percentiles come from an HDR histogram (3 significant digits), so
+they are exact to 0.1 % and comparable with the Prometheus histogram's bucket estimates.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -18,7 +18,7 @@ import typer
 from hdrh.histogram import HdrHistogram
 from pydantic import BaseModel, ConfigDict
 
-from processors.commit_summary import lag_micros, new_facts
+from processors.commit_summary import lag_micros
 from processors.freshness import assess_silence
 from processors.model import EdgeVersion, last_heard_tx
 from schemas.slo import SloConfig, slo_or_default
@@ -83,16 +83,7 @@ def appended_in_window(store: LedgerStore, tenant: str, since: int | None, until
             yield version
 
 
-def facts_in_window(store: LedgerStore, tenant: str, since: int | None, until: int | None) -> list[EdgeVersion]:
-    """The newly asserted facts among the versions appended in ``[since, until)`` (``new_facts``)."""
-    def within(tx: int) -> bool:
-        return (since is None or tx >= since) and (until is None or tx < until)
-
-    corrections = [c for c in store.corrections(tenant) if within(c.tx_at)]
-    return new_facts(appended_in_window(store, tenant, since, until), corrections)
-
-
-def lag_histograms(versions: Iterable[EdgeVersion]) -> dict[str, HdrHistogram]:
+def lag_histograms(versions: Iterator[EdgeVersion]) -> dict[str, HdrHistogram]:
     """Lag in microseconds per source (authority), one HDR histogram each."""
     histograms: dict[str, HdrHistogram] = {}
     for version in versions:
@@ -144,7 +135,7 @@ def staleness(store: LedgerStore, tenant: str, slo: SloConfig, now: int) -> list
 
 def freshness_report(store: LedgerStore, tenant: str, since: int | None, until: int | None, slo: SloConfig,
                      now: int) -> FreshnessReport:
-    histograms = lag_histograms(facts_in_window(store, tenant, since, until))
+    histograms = lag_histograms(appended_in_window(store, tenant, since, until))
     return FreshnessReport(
         tenant=tenant,
         since=format_micros(since),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from processors.model import DeadLetter, ReviewItem, Trace
-from schemas.results import HistoryResult, HistoryVersionOut, QueryResult
+from schemas.results import HistoryResult, QueryResult
 from schemas.times import format_micros
 
 
@@ -57,19 +57,11 @@ def history_text(result: HistoryResult) -> str:
         lines.append(
             f"  {v.edge_id}  {v.src} -{v.rel}-> {v.dst}  valid [{v.valid_from or 'start'}, {v.valid_to or 'inf'})"
             f"  tx [{v.tx_from}, {v.tx_to or 'inf'})  {believed}  from {v.source.system}"
-            + f"  stated by {_statements(v)}"
             + (f"  supersedes {', '.join(v.supersedes)}" if v.supersedes else "")
         )
     if not result.versions:
         lines.append("  (no versions)")
     return "\n".join(lines) + "\n"
-
-
-def _statements(version: HistoryVersionOut) -> str:
-    """Who states a version (record@version), and how many statements of it ended."""
-    stating = [f"{o.source.record or '-'}@{o.source.version or '-'}" for o in version.origins if o.tx_to is None]
-    ended = sum(o.tx_to is not None for o in version.origins)
-    return (", ".join(stating) or "none") + (f" ({ended} ended)" if ended else "")
 
 
 def review_dict(item: ReviewItem) -> dict[str, object]:

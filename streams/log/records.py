@@ -23,7 +23,6 @@ from processors.model import (
     Epoch,
     EventOutcome,
     Heartbeat,
-    Origin,
     ReviewItem,
     Trace,
 )
@@ -244,12 +243,6 @@ def _hold(held: _Open, kind: str | None, record: dict, partition: int) -> None:
             pending.appended.append(key)
         if record["closed"]:
             pending.closed.append(key)
-    elif kind == "statement":
-        rows = pending.statement_rows.setdefault((record["tenant"], record["edge_id"]), {})
-        rows[record["position"]] = tuple.__new__(Origin, record["statement"])  # type: ignore[arg-type]
-    elif kind == "filing":
-        filed = pending.filings.setdefault((record["tenant"], record["edge_id"]), {})
-        filed[(record["system"], record["record"])] = record["filed"]
     elif kind == "entity":
         pending.add_entity(Entity(**record["entity"]))
     elif kind == "alias":

@@ -1,6 +1,6 @@
 """Instructions per event on the loading thread, counted by valgrind: a figure the machine's noise cannot move.
 
-    python -m tests.benchmarks.bench_instructions [--events N] [--warm W] [--entities E] [--profile FILE]
+    python -m tests.benchmarks.bench_instructions [--events N] [--warm W] [--entities E]
 
 Wall-clock and CPU rates on this shared machine swing by 10-25 % between runs minutes apart, more than
 most single changes to the ledger. Instruction counts barely do: two runs of the same code agree to
@@ -62,8 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=20_000, help="events counted (default 20,000)")
     parser.add_argument("--warm", type=int, default=0, help="events loaded first, not counted (default 0)")
     parser.add_argument("--entities", type=int, default=100_000, help="entities of the generated history")
-    parser.add_argument("--profile", type=Path, default=None,
-                        help="keep callgrind's output here, for callgrind_annotate (costs per function)")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("bench_instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
@@ -92,8 +90,6 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         events, appended, closed, balanced = done.stdout.split()[-4:]
         instructions = int(collected.group(1))
-        if args.profile is not None:
-            shutil.copyfile(out, args.profile)
         print(f"{int(events):,} events after {args.warm:,} warm-up events: {instructions:,} instructions on the "
               f"loading thread, {instructions / int(events):,.0f} per event "
               f"({appended} versions appended, {closed} closed, balanced {balanced})")

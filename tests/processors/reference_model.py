@@ -4,38 +4,40 @@ Valid time is cut into *segments* by a fixed, finite set of boundary instants ``
 ``(-inf, b0), [b0, b1), ..., [bn, +inf)``. Every instant a history mentions is a boundary, so any
 believed set of valid-time instants is a set of segments. For each key (src, rel, dst, authority,
 phrase) -- the phrase is the source's wording of an ``other`` edge, ``None`` for every other
-relationship -- the model keeps a map ``segment -> {origin: Statement}``: every assertion that states
-that segment now, with its record, version, evidence and confidence. A segment is believed while some
-statement states it. Operations only add and remove statements of segments; there is no interval
-arithmetic to get wrong.
+relationship -- the model keeps a map ``segment -> Provenance``: the record, version, evidence and
+confidence of the assertion that currently explains that segment, and its *origin* (which
+assertion it came from). Operations only set or delete segments; there is no interval arithmetic to get wrong.
+A *piece* (what the ledger stores as one believed version) is a maximal run of consecutive
+segments of one key with the same origin.
 
-The rules, per authority A: an assertion adds itself to each segment of its interval, except where a
-statement with the same record, version, evidence and confidence states it already; where no
-statement stated a segment before, it is newly believed, and for a single-valued relationship that
-deletes A's other values there. A retraction from t deletes every statement of [t, +inf), whichever
-record of A made it (of an ``other`` edge: the keys of the retraction's phrase, or of every phrase
-when it names none); a snapshot of record R deletes R's statements from ``detected_at`` of the edges R
-said before and omits now (see ``SnapshotRule``): another record's statements stay. ``revoke``
-deletes one statement everywhere, ``revoke_source`` the statements of its system, narrowed to a record
-and a version when the event names them. A re-delivered event id changes nothing; a malformed line or
-an event naming an edge outside the ontology (or an unknown edge id, or an ``other`` assertion without
-a phrase) changes nothing either, but takes a tx.
+The rules, per authority A: an assertion sets its interval's segments to itself, except those
+already explained by the same record, evidence and confidence, which keep their provenance, and,
+for a single-valued relationship, deletes them from A's other values; a retraction from t deletes
+[t, +inf), whichever record of A explains the segments (of an ``other`` edge: the keys of the
+retraction's phrase, or of every phrase when it names none); a snapshot of record R deletes from
+``detected_at`` the segments R explains of the edges R said before and omits now (see
+``SnapshotRule``): a segment another record restated since is that record's; revoke deletes every
+segment of one origin, revoke_source every segment of its system, narrowed to a record and a
+version when the event names them. A re-delivered event id
+changes nothing; a malformed line or an event naming an edge outside the ontology (or an unknown
+edge id, or an ``other`` assertion without a phrase) changes nothing either, but takes a tx.
 
 Each event that is not a clock setting or a re-delivery takes the next transaction time,
 ``max(clock, previous + 1)``, and the model records a full copy of its beliefs after it. A query
 ``(valid_at, known_at)`` reads the last copy with ``tx <= known_at`` (none: nothing is known) and
-returns every key whose segment containing ``valid_at`` is believed, with the statements that state it.
+returns every key whose segment containing ``valid_at`` is believed, with its record.
 
-Origins: the model names an assertion ``"<event_id>#<index>"``. A revoke names a ledger edge id; the
-driver gives the model the statement it names (the version's ``origin``, translated to the model's
-name), so the model never sees a ledger id.
+Origins: the model names an assertion ``"<event_id>#<index>"``. A revoke names a ledger edge id,
+so the driver teaches the model which ledger origin is which model origin (``learn_origin``) by
+matching believed pieces on (key, interval) after each event; the correspondence must be one to
+one, and every inconsistency is recorded in ``origin_conflicts``.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -43,10 +45,8 @@ Key = tuple[str, str, str, str, str | None]
 """(src, rel, dst, authority, phrase)."""
 Edge = tuple[str, str, str, str | None]
 """(src, rel, dst, phrase): what a record claims."""
-Said = tuple[str | None, str | None, str, float, str]
-"""One statement of a believed fact as a query sees it: (record, version, evidence, confidence, origin)."""
-Fact = tuple[str, str, str, str, str | None, frozenset[Said]]
-"""What a query returns per believed fact: (src, rel, dst, authority, phrase, its statements)."""
+Fact = tuple[str, str, str, str, str | None, str | None]
+"""What a query returns per believed fact: (src, rel, dst, authority, phrase, source record)."""
 Outcome = Literal["applied", "dead_lettered", "duplicate"]
 
 SINGLE_VALUED = frozenset({"owned_by"})
@@ -108,8 +108,7 @@ class Change:
 class Revoke:
     event_id: str
     target_origin: str | None
-    """The statement the named edge version was appended for, as the model names it; ``None`` when the
-    id names no edge."""
+    """The ledger origin of the named edge id; ``None`` when the id names no edge."""
 
 
 @dataclass(frozen=True)
@@ -136,23 +135,15 @@ Event = Change | Revoke | RevokeSource | Clock | Malformed
 
 
 @dataclass(frozen=True)
-class Statement:
+class Provenance:
     record: str | None
     version: str | None
     evidence: str
     confidence: float
     origin: str
 
-    @property
-    def said(self) -> Said:
-        return (self.record, self.version, self.evidence, self.confidence, self.origin)
 
-    def same_as(self, other: Statement) -> bool:
-        """The same record and version say the same: a restatement that adds nothing."""
-        return self.said[:4] == other.said[:4]
-
-
-Beliefs = dict[Key, dict[int, dict[str, Statement]]]
+Beliefs = dict[Key, dict[int, Provenance]]
 
 
 @dataclass(frozen=True)
@@ -169,9 +160,9 @@ SnapshotRule = Literal["claims", "believed"]
 * ``claims`` (the spec): the edges R claims -- added by R's delta assertions, removed by R's delta
   retractions, replaced wholesale by R's previous snapshot -- that this snapshot does not assert;
 * ``believed`` (the rule docs/semantics.md states, which the ledger follows): the edges of which
-  some segment is still stated by R, that this snapshot does not assert.
+  some still-believed piece has provenance R, that this snapshot does not assert.
 
-Either way only R's statements are deleted: what another record states stays.
+Either way only the segments R explains are deleted: what another record restated since is its own.
 """
 
 
@@ -187,6 +178,9 @@ class ReferenceLedger:
     dead_letter_txs: list[int] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     """One event id per assertion of a single-valued fact that another authority contradicts."""
+    origin_alias: dict[str, str] = field(default_factory=dict)
+    origin_owner: dict[str, str] = field(default_factory=dict)
+    origin_conflicts: list[str] = field(default_factory=list)
 
     @classmethod
     def over(cls, instants: Iterable[int], snapshot_rule: SnapshotRule = "claims") -> ReferenceLedger:
@@ -207,6 +201,23 @@ class ReferenceLedger:
         start = 0 if valid_from is None else self.segment(valid_from)
         stop = len(self.boundaries) + 1 if valid_to is None else self.segment(valid_to)
         return range(start, stop)
+
+    def interval(self, segments: range) -> tuple[int | None, int | None]:
+        start = None if segments.start == 0 else self.boundaries[segments.start - 1]
+        stop = None if segments.stop > len(self.boundaries) else self.boundaries[segments.stop - 1]
+        return start, stop
+
+    @staticmethod
+    def pieces(segments: dict[int, Provenance]) -> Iterator[tuple[range, Provenance]]:
+        """Maximal runs of consecutive segments with the same provenance (hence the same origin)."""
+        runs: list[tuple[int, int, Provenance]] = []
+        for index in sorted(segments):
+            if runs and runs[-1][1] == index and runs[-1][2] == segments[index]:
+                runs[-1] = (runs[-1][0], index + 1, segments[index])
+            else:
+                runs.append((index, index + 1, segments[index]))
+        for start, stop, provenance in runs:
+            yield range(start, stop), provenance
 
     # -- processing ---------------------------------------------------------------------------------------
     def apply(self, event: Event) -> Outcome:
@@ -232,8 +243,7 @@ class ReferenceLedger:
                 self._revoke(event)
             case RevokeSource():
                 self._revoke_source(event)
-        copy = {key: {index: dict(stated) for index, stated in segments.items() if stated}
-                for key, segments in self.beliefs.items() if any(segments.values())}
+        copy = {key: dict(segments) for key, segments in self.beliefs.items() if segments}
         self.snapshots[-1] = Snapshot(tx, event.event_id, copy)
         return "applied"
 
@@ -253,13 +263,12 @@ class ReferenceLedger:
             return event.target_origin is not None
         return True
 
-    def _remove(self, key: Key, segments: Iterable[int], record: str | None = None, anyone: bool = True) -> None:
-        """Delete the statements of ``key``'s segments; unless ``anyone``, only those of ``record``."""
+    def _remove(self, key: Key, segments: Iterable[int], record: str | None = None) -> None:
+        """Delete ``key``'s segments; given a ``record``, only those that record explains."""
         believed = self.beliefs.get(key, {})
         for index in segments:
-            stated = believed.get(index, {})
-            for origin in [o for o, s in stated.items() if anyone or s.record == record]:
-                del stated[origin]
+            if record is None or (index in believed and believed[index].record == record):
+                believed.pop(index, None)
 
     def _change(self, event: Change) -> None:
         for retraction in event.retracts:
@@ -275,78 +284,102 @@ class ReferenceLedger:
                 says = previously if self.snapshot_rule == "claims" else self._believed_from(*source)
                 for src, rel, dst, phrase in says - asserted:
                     key = (src, rel, dst, event.system, phrase)
-                    self._remove(key, self.span(event.detected_at, None), event.record, anyone=False)
+                    self._remove(key, self.span(event.detected_at, None), event.record)
                 self.claims[source] = asserted
             else:
                 retracted = frozenset(e for e in previously if any(retracts_edge(r, e) for r in event.retracts))
                 self.claims[source] = (previously - retracted) | asserted
-        made: list[tuple[Key, str, list[int], bool]] = []
+        contradicted: list[tuple[Key, str]] = []
         for index, assertion in enumerate(event.asserts):
             origin = f"{event.event_id}#{index}"
-            src, rel, dst, phrase = edge_of(assertion)
-            key = (src, rel, dst, event.system, phrase)
-            made.append((key, origin, *self._assert(event, assertion, origin)))
+            if self._assert(event, assertion, origin):
+                src, rel, dst, phrase = edge_of(assertion)
+                contradicted.append(((src, rel, dst, event.system, phrase), origin))
         # A conflict is judged on what the event leaves of the value: a later assertion of the same
         # event may have replaced it, and then nothing of it competes.
-        for key, origin, unsaid, contradicted in made:
-            if contradicted and self._still_contradicted(key, origin, unsaid):
+        for key, origin in contradicted:
+            if self._still_contradicted(key, origin):
                 self.conflicts.append(event.event_id)
 
     def _believed_from(self, system: str, record: str) -> frozenset[Edge]:
         return frozenset(
             (src, rel, dst, phrase)
             for (src, rel, dst, authority, phrase), segments in self.beliefs.items()
-            if authority == system and any(s.record == record for stated in segments.values() for s in stated.values())
+            if authority == system and any(p.record == record for p in segments.values())
         )
 
-    def _assert(self, event: Change, assertion: Assert, origin: str) -> tuple[list[int], bool]:
-        """Apply one assertion: the segments it made believed, and whether it met another source's value
-        of a single-valued relationship there."""
+    def _assert(self, event: Change, assertion: Assert, origin: str) -> bool:
+        """Apply one assertion; whether it met another source's value of a single-valued relationship."""
         src, rel, dst, phrase = edge_of(assertion)
         key = (src, rel, dst, event.system, phrase)
         span = self.span(assertion.valid_from, assertion.valid_to)
         believed = self.beliefs.setdefault(key, {})
-        statement = Statement(event.record, event.version, assertion.evidence, assertion.confidence, origin)
-        unsaid = [index for index in span if not believed.get(index)]
-        for index in span:
-            stated = believed.setdefault(index, {})
-            if not any(statement.same_as(other) for other in stated.values()):
-                stated[origin] = statement
-        if not unsaid or assertion.rel not in SINGLE_VALUED:
-            return unsaid, False
+        stated = (event.record, assertion.evidence, assertion.confidence)
+        unsaid = [index for index in span if index not in believed
+                  or (believed[index].record, believed[index].evidence, believed[index].confidence) != stated]
+        if not unsaid:
+            return False
+        provenance = Provenance(event.record, event.version, assertion.evidence, assertion.confidence, origin)
+        for index in unsaid:
+            believed[index] = provenance
+        if assertion.rel not in SINGLE_VALUED:
+            return False
         contradicted = False
         for (src, rel, dst, authority, phrase), other in self.beliefs.items():
             if (src, rel) != (assertion.src, assertion.rel) or dst == assertion.dst:
                 continue
             if authority == event.system:
                 self._remove((src, rel, dst, authority, phrase), span)
-            elif any(other.get(index) for index in unsaid):
+            elif any(index in other for index in unsaid):
                 contradicted = True
-        return unsaid, contradicted
+        return contradicted
 
-    def _still_contradicted(self, key: Key, origin: str, unsaid: list[int]) -> bool:
-        """Whether what is left of the segments the assertion ``origin`` made believed overlaps another
-        source's value of its single-valued relationship."""
+    def _still_contradicted(self, key: Key, origin: str) -> bool:
+        """Whether what is left of the assertion ``origin`` overlaps another source's value of its
+        single-valued relationship."""
         src, rel, dst, authority, _ = key
-        stated = self.beliefs.get(key, {})
-        left = {index for index in unsaid if origin in stated.get(index, {})}
-        return any(segments.get(index) for (o_src, o_rel, o_dst, o_authority, _), segments in self.beliefs.items()
+        left = {index for index, p in self.beliefs.get(key, {}).items() if p.origin == origin}
+        return any(index in segments for (o_src, o_rel, o_dst, o_authority, _), segments in self.beliefs.items()
                    if (o_src, o_rel) == (src, rel) and o_dst != dst and o_authority != authority
                    for index in left)
 
     def _revoke(self, event: Revoke) -> None:
+        assert event.target_origin is not None
+        origin = self.origin_alias.get(event.target_origin)
         for believed in self.beliefs.values():
-            for stated in believed.values():
-                stated.pop(event.target_origin or "", None)
+            for index in [i for i, p in believed.items() if p.origin == origin]:
+                del believed[index]
 
     def _revoke_source(self, event: RevokeSource) -> None:
         for key, believed in self.beliefs.items():
             if key[3] != event.system:
                 continue
-            for stated in believed.values():
-                for origin in [o for o, s in stated.items()
-                               if event.record in (None, s.record) and event.version in (None, s.version)]:
-                    del stated[origin]
+            for index in [
+                i for i, p in believed.items()
+                if event.record in (None, p.record) and event.version in (None, p.version)
+            ]:
+                del believed[index]
+
+    # -- origins ------------------------------------------------------------------------------------------
+    def learn_origin(
+        self, ledger_origin: str, key: Key, valid_from: int | None, valid_to: int | None
+    ) -> None:
+        """The ledger believes a piece of ``key`` on this interval with this origin: find ours."""
+        try:
+            wanted = self.span(valid_from, valid_to)
+        except ValueError:
+            return
+        for segments, provenance in self.pieces(self.beliefs.get(key, {})):
+            if segments != wanted:
+                continue
+            known = self.origin_alias.setdefault(ledger_origin, provenance.origin)
+            owner = self.origin_owner.setdefault(provenance.origin, ledger_origin)
+            if known != provenance.origin or owner != ledger_origin:
+                self.origin_conflicts.append(
+                    f"ledger origin {ledger_origin} is model origin {known}, but its piece {key} "
+                    f"{self.interval(segments)} comes from model origin {provenance.origin} "
+                    f"(which is ledger origin {owner})"
+                )
 
     # -- queries ------------------------------------------------------------------------------------------
     def beliefs_known_at(self, known_at: int) -> Beliefs:
@@ -356,7 +389,7 @@ class ReferenceLedger:
     def answer(self, valid_at: int, known_at: int) -> Counter[Fact]:
         segment = self.segment(valid_at)
         return Counter(
-            (*key, frozenset(s.said for s in segments[segment].values()))
+            (*key, segments[segment].record)
             for key, segments in self.beliefs_known_at(known_at).items()
-            if segments.get(segment)
+            if segment in segments
         )

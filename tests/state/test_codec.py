@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from processors.model import EdgeVersion, Origin
+from processors.model import EdgeVersion
 from state import codec
 
 
@@ -24,13 +24,6 @@ def _version() -> EdgeVersion:
 def test_a_version_round_trips(decode) -> None:
     version = _version()
     assert decode(codec.encode_version(version)) == version
-
-
-@pytest.mark.parametrize("origin", [Origin("e1#0", "svc/S1", "3", "e1", "owner group T1", 0.9, 4, None, 1_000, 5, 9),
-                                    Origin("e2#1", None, None, "e2", "", 1.0, None, -10, None, 9, None)])
-def test_a_statement_round_trips(origin: Origin) -> None:
-    decoded = codec.decode_origin(codec.encode_origin(origin))
-    assert decoded == origin and type(decoded) is Origin
 
 
 def test_the_ledgers_reads_get_the_interned_names() -> None:

@@ -16,8 +16,6 @@ from typing import Any
 from processors.batch import BatchRunner
 from processors.clock import TransactionClock
 from processors.ledger import LedgerProcessor
-from processors.model import EdgeVersion, Origin
-from processors.origins import explicit_of
 from processors.pending import BatchCounts
 from processors.queries import QueryEngine, QueryRequest
 from processors.traversal import Limits
@@ -106,7 +104,3 @@ class Ledger:
 
     def believed(self, src: str, rel: str) -> list:
         return [v for v in self.versions(src, rel) if v.tx_to is None]
-
-    def origins(self, version: EdgeVersion) -> tuple[Origin, ...]:
-        """The version's statements: ``()`` while it has only the one it was appended for."""
-        return explicit_of(version, self.store.statements(self.tenant, version.edge_id))
