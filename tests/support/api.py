@@ -35,3 +35,14 @@ def is_a_read(operation: str) -> bool:
     """An operation (``GET /path``) the fuzz tests call freely: every GET but the trace routes that replay
     and show (their own tests, ``tests/streams/api/test_traces.py``); the trace list is a read."""
     return operation.startswith("GET ") and ("/traces" not in operation or operation.endswith("/traces"))
+
+
+ONE_QUESTION_EACH: dict[str, dict[str, object]] = {
+    "owners-of": {"entity": "settlement connector"},
+    "dependents-of": {"entity": CONNECTOR, "depth": 2},
+    "approvals-required-for": {"entity": CONNECTOR},
+    "changed-between": {"entity": CONNECTOR, "from": "2026-03-01", "to": "2026-06-01"},
+    "neighbourhood": {"entity": CONNECTOR},
+    "traverse": {"entity": CONNECTOR, "edges": "depends_on:in,owned_by:out", "max_depth": 2},
+}
+"""A question on the demo's ledger for each traversal, as HTTP query parameters and tool arguments."""

@@ -24,19 +24,12 @@ from streams.agents.server import build_server
 from streams.agents.tools import Toolbox, tool_name
 from streams.api.http import create_app
 from streams.api.parameters import INSTANT_PATTERN
-from tests.support.api import BASE, CONNECTOR
+from tests.support.api import BASE, CONNECTOR, ONE_QUESTION_EACH
 from tests.support.mcp import ListSink, served, toolbox
 
 NOW = parse_micros("2026-06-01T12:00:00Z")
 CLOCKS = {"valid_at": "2026-04-22", "known_at": "2026-05-04"}
-QUESTIONS: dict[str, dict[str, Any]] = {
-    "owners-of": {"entity": "settlement connector"},
-    "dependents-of": {"entity": CONNECTOR, "depth": 2},
-    "approvals-required-for": {"entity": CONNECTOR},
-    "changed-between": {"entity": CONNECTOR, "from": "2026-03-01", "to": "2026-06-01"},
-    "neighbourhood": {"entity": CONNECTOR},
-    "traverse": {"entity": CONNECTOR, "edges": "depends_on:in,owned_by:out", "max_depth": 2},
-}
+QUESTIONS = ONE_QUESTION_EACH
 
 
 @pytest.fixture

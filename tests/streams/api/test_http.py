@@ -4,9 +4,7 @@ schemathesis fuzz of the API from its own OpenAPI document (in-process ASGI, no 
 from __future__ import annotations
 
 import gc
-import shutil
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,28 +25,9 @@ from schemas.slo import SloConfig, SourceSlo, default_slo
 from schemas.times import parse_micros
 from streams.api.http import create_app
 from streams.cli.load import load_into
-from tests.support.api import BASE, CONNECTOR, DEMO, cmdb_change, edge, is_a_read, load
+from tests.support.api import BASE, CONNECTOR, DEMO, ONE_QUESTION_EACH, cmdb_change, edge, is_a_read, load
 
-ENDPOINTS = {
-    "owners-of": {"entity": "settlement connector"},
-    "dependents-of": {"entity": CONNECTOR, "depth": 2},
-    "approvals-required-for": {"entity": CONNECTOR},
-    "changed-between": {"entity": CONNECTOR, "from": "2026-03-01", "to": "2026-06-01"},
-    "neighbourhood": {"entity": CONNECTOR},
-    "traverse": {"entity": CONNECTOR, "edges": "depends_on:in,owned_by:out", "max_depth": 2},
-}
-
-
-@pytest.fixture
-def state(demo_ledger: Path, tmp_path: Path) -> Path:
-    """A private copy of the demo ledger (loading it costs more than copying it)."""
-    return Path(shutil.copytree(demo_ledger, tmp_path / "ledger"))
-
-
-@pytest.fixture
-def client(state: Path, tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(state, cache_dir=tmp_path / "cache", refresh_interval_s=0)) as client:
-        yield client
+ENDPOINTS = ONE_QUESTION_EACH
 
 
 def service(client: TestClient):

@@ -4,8 +4,6 @@ their pages make one listing however much is recorded between them."""
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,17 +22,6 @@ LISTS = {
     "traces": ("traces", "list"),
     "dead-letters": ("dead-letters",),
 }
-
-
-@pytest.fixture
-def state(demo_ledger: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(demo_ledger, tmp_path / "ledger"))
-
-
-@pytest.fixture
-def client(state: Path, tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(state, cache_dir=tmp_path / "cache", refresh_interval_s=0)) as client:
-        yield client
 
 
 def every_page(client: TestClient, name: str, limit: int, **params: str) -> tuple[list[dict], int]:
