@@ -58,6 +58,8 @@ def test_the_agent_publishes_each_replay_once_after_deduplication_across_a_kill(
     bootstrap, topics, state = kafka_broker.bootstrap, fresh_topics(), tmp_path / "state"
     ensure_topics(bootstrap, topics)
     worker = start_worker(state, bootstrap, topics, f"{topics.prefix}ledger")
+    # The agent reads the worker's state as a secondary: it refuses a directory the worker has not made yet.
+    wait_until(lambda: (state / "CURRENT").exists(), "the worker's state", timeout=60)
     agent = start_agent(state, bootstrap, topics)
     try:
         produce(bootstrap, topics, tmp_path, "org", events_of(organisation))
