@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -75,6 +76,16 @@ def default_ontology_hint(path: Path | None) -> str:
 
 def emit(data: object) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def emit_listing(items: list[dict[str, Any]], as_json: bool, line: Callable[[dict[str, Any]], str],
+                 empty: str) -> None:
+    """A listing command's output: the items as JSON (what the HTTP list reads return), or ``line`` of
+    each as text, and ``empty`` when there is none."""
+    if as_json:
+        emit(items)
+        return
+    sys.stdout.write("".join(line(item) + "\n" for item in items) if items else empty + "\n")
 
 
 def given_bootstrap(bootstrap: str, absent_means: str = "") -> str:

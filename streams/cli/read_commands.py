@@ -42,6 +42,7 @@ from streams.cli.options import (
     ValidAt,
     default_ontology_hint,
     emit,
+    emit_listing,
     flag,
     instant,
     ontology_from,
@@ -138,16 +139,9 @@ def corrections(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as
     known = instant(known_at, "--known-at")
     with reading(state) as store:
         items = listings.correction_items(store, tenant, known)
-    if as_json:
-        emit(items)
-        return
-    for item in items:
-        sys.stdout.write(
-            f"{item['tx_at']}  {item['event_id']:<16} {item['cause']:<14} old {', '.join(item['old_edge_ids'])}"
-            f"  ->  new {', '.join(item['new_edge_ids']) or '(none)'}\n"
-        )
-    if not items:
-        sys.stdout.write("no corrections\n")
+    emit_listing(items, as_json, lambda item: (
+        f"{item['tx_at']}  {item['event_id']:<16} {item['cause']:<14} old {', '.join(item['old_edge_ids'])}"
+        f"  ->  new {', '.join(item['new_edge_ids']) or '(none)'}"), "no corrections")
 
 
 def review_list(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as_json: AsJson = False) -> None:
@@ -155,13 +149,8 @@ def review_list(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as
     known = instant(known_at, "--known-at")
     with reading(state) as store:
         items = listings.review_items(store, tenant, known)
-    if as_json:
-        emit(items)
-        return
-    for item in items:
-        sys.stdout.write(f"{item['review_id']}  {item['tx_at']}  {item['category']:<22} {item['reason']}\n")
-    if not items:
-        sys.stdout.write("the review queue is empty\n")
+    emit_listing(items, as_json, lambda item: f"{item['review_id']}  {item['tx_at']}  {item['category']:<22} "
+                                              f"{item['reason']}", "the review queue is empty")
 
 
 def traces_affected(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as_json: AsJson = False,
@@ -222,16 +211,13 @@ def dead_letters(
     known = instant(known_at, "--known-at")
     with reading(state) as store:
         items = listings.dead_letter_items(store, None if untenanted else tenant, known)
-    if as_json:
-        emit(items)
-        return
-    for item in items:
-        read_at = (f"  (read from {item['input_topic']}[{item['input_partition']}] at offset {item['input_offset']})"
-                   if item["input_topic"] is not None else "")
-        sys.stdout.write(f"{item['tx_at']}  {item['stage']:<8} {item['reason']}{read_at}\n"
-                         f"    {item['original'][:160]}\n")
-    if not items:
-        sys.stdout.write("no dead letters\n")
+    emit_listing(items, as_json, _dead_letter_line, "no dead letters")
+
+
+def _dead_letter_line(item: dict) -> str:
+    read_at = (f"  (read from {item['input_topic']}[{item['input_partition']}] at offset {item['input_offset']})"
+               if item["input_topic"] is not None else "")
+    return f"{item['tx_at']}  {item['stage']:<8} {item['reason']}{read_at}\n    {item['original'][:160]}"
 
 
 def show_ontology(path: OntologyFile = None) -> None:

@@ -32,6 +32,7 @@ from streams.cli.options import (
     StateDir,
     Tenant,
     emit,
+    emit_listing,
     instant,
     ontology_from,
 )
@@ -116,13 +117,8 @@ def traces_list(state: StateDir, tenant: Tenant, known_at: RecordedBy = None, as
     known = instant(known_at, "--known-at")
     with reading(state) as store:
         items = listings.trace_items(store, tenant, known)
-    if as_json:
-        emit(items)
-        return
-    for item in items:
-        sys.stdout.write(f"{item['trace_id']}  [{item['action']}]  {item['query']}  known at {item['known_at']}\n")
-    if not items:
-        sys.stdout.write("no trace recorded\n")
+    emit_listing(items, as_json, lambda item: f"{item['trace_id']}  [{item['action']}]  {item['query']}  known at "
+                                              f"{item['known_at']}", "no trace recorded")
 
 
 def with_additions(found: list[AffectedTrace], replays: list[Replay]) -> list[AffectedTrace]:
