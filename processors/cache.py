@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
-from processors.model import Direction, EdgeVersion, Entity
+from processors.model import Direction, EdgeVersion, Entity, Merge
 from processors.ports import GraphReader
 from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, plan_for, resolve_anchor
 from schemas.cache import CacheInvalidation
@@ -193,6 +193,9 @@ class RecordingReader:
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
         return self.inner.alias_targets(tenant, normalised, known_at)
+
+    def merges(self, tenant: str) -> Sequence[Merge]:
+        return self.inner.merges(tenant)
 
 
 @dataclass
