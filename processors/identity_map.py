@@ -91,6 +91,24 @@ def canonical_ids(identity: IdentityMap | None, ids: Iterable[str]) -> list[str]
     return list(dict.fromkeys(identity.canonical(entity_id) for entity_id in ids))
 
 
+IDENTITY_READ = "~identity"
+"""The relationship of the read key a query records for every node on its paths: no edge version ever
+has it, so only an identity edit at that node (``identity_edits``) touches it, and the cached answers
+and traces that named the node are found as those that read its adjacencies are."""
+
+
+def identity_edits(merges: Iterable[Merge], after_tx: int, until_tx: int | None = None) -> list[tuple[int, str, Merge]]:
+    """(tx, edit id, merge) of each merge made and each split in ``(after_tx, until_tx]``, in tx order."""
+    edits = []
+    for merge in merges:
+        if after_tx < merge.tx_from and (until_tx is None or merge.tx_from <= until_tx):
+            edits.append((merge.tx_from, merge.merge_id, merge))
+        if merge.tx_to is not None and merge.split_id is not None and after_tx < merge.tx_to \
+                and (until_tx is None or merge.tx_to <= until_tx):
+            edits.append((merge.tx_to, merge.split_id, merge))
+    return sorted(edits, key=lambda edit: (edit[0], edit[1]))
+
+
 # -- validation of the commands ---------------------------------------------------------------------------
 def merge_refusal(tenant: str, keep: str, absorb: str, kept: Entity | None, absorbed: Entity | None,
                   now: IdentityMap | None) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from processors.identity import entity_type_of, normalise_name
-from processors.identity_map import canonical_ids, identity_as_of
+from processors.identity_map import IDENTITY_READ, canonical_ids, identity_as_of
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from processors.query_results import disposition, edge_out, fill_result, limits_dict
@@ -196,6 +196,8 @@ class QueryEngine:
                             request.valid_at, request.known_at)
             relationships = plan.relationships
         read_set = walk.read_set
+        # Every node the answer names, so that an identity edit there finds it (``IDENTITY_READ``).
+        read_set.update((node, IDENTITY_READ, "out") for path in walk.paths for node in path.nodes)
         fill_result(result, walk, request, self.reader)
         stale = self.stale_sources(request.tenant, relationships, request.known_at)
         result.coverage.stale_sources = stale
