@@ -12,7 +12,6 @@ from processors.clock import micros_of
 from processors.identity import Mention, MentionResolver, Resolution
 from processors.identity_map import (
     MatchPredicate,
-    identity_as_of,
     merge_refusal,
     same_normalised_name,
     split,
@@ -113,7 +112,7 @@ def _apply_merge(event: MergeCommand, ledger: PendingLedger, tx: int) -> None:
     """A merge, refused with its reason when it would not make one entity of two that exist, share a
     type and are both survivors now; edges are left as they are (reads resolve through the merge)."""
     tenant, keep, absorb = event.tenant, event.keep, event.absorb
-    now = identity_as_of(ledger.merges(tenant), None)
+    now = ledger.identity(tenant, None)
     refusal = merge_refusal(tenant, keep, absorb, ledger.entity(tenant, keep), ledger.entity(tenant, absorb), now)
     if refusal is not None:
         raise Rejected(refusal)

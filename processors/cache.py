@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
-from processors.identity_map import identity_edits
+from processors.identity_map import IdentityMap, identity_edits
 from processors.model import Direction, EdgeVersion, Entity, Merge
 from processors.ports import GraphReader
 from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, plan_for, resolve_anchor
@@ -199,6 +199,9 @@ class RecordingReader:
 
     def merges(self, tenant: str) -> Sequence[Merge]:
         return self.inner.merges(tenant)
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        return self.inner.identity(tenant, known_at)
 
 
 @dataclass

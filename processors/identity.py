@@ -20,7 +20,6 @@ from processors.identity_map import (
     IdentityMap,
     MatchPredicate,
     canonical_ids,
-    identity_as_of,
     is_placeholder,
     placeholders_to_absorb,
     same_normalised_name,
@@ -118,7 +117,7 @@ class MentionResolver:
         return Resolution("new", entity_id)
 
     def _identity_now(self) -> IdentityMap | None:
-        return identity_as_of(self.reader.merges(self.tenant), None)
+        return self.reader.identity(self.tenant, None)
 
     def _plan(self, entity_id: str, mention: Mention) -> None:
         planned = self._planned_entities.get(entity_id)
@@ -165,7 +164,7 @@ class MentionResolver:
     def _absorb_placeholders(self, ledger: PendingLedger, new_entities: set[str], tx: int) -> None:
         """Each new system-of-record entity absorbs the placeholders its names match: an ordinary
         merge by ``matcher``, which a split undoes."""
-        now = identity_as_of(ledger.merges(self.tenant), None)
+        now = ledger.identity(self.tenant, None)
         for entity_id in sorted(new_entities):
             if is_placeholder(entity_id):
                 continue

@@ -15,6 +15,7 @@ actor is ``matcher``, into the first system-of-record entity that a ``MatchPredi
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
@@ -82,6 +83,31 @@ def identity_as_of(merges: Sequence[Merge], known_at: int | None) -> IdentityMap
         return None
     holding = [merge for merge in merges if merge.in_effect(known_at)]
     return IdentityMap(holding) if holding else None
+
+
+class IdentityTimeline:
+    """A tenant's merges, and the map as of any ``known_at``: the merges in effect change only at a
+    merge's or split's transaction time, so one map is built per interval between two of them, once."""
+
+    __slots__ = ("_bounds", "_maps", "merges")
+
+    def __init__(self, merges: Sequence[Merge]) -> None:
+        self.merges = tuple(merges)
+        self._bounds = sorted({m.tx_from for m in merges} | {m.tx_to for m in merges if m.tx_to is not None})
+        self._maps: dict[int, IdentityMap | None] = {}
+
+    def as_of(self, known_at: int | None) -> IdentityMap | None:
+        """``identity_as_of(merges, known_at)``, built once per interval."""
+        if not self.merges:
+            return None
+        bounds = self._bounds
+        interval = len(bounds) if known_at is None else bisect_right(bounds, known_at)
+        if interval == 0:
+            return None
+        if interval not in self._maps:
+            # Past the last edit, ``known_at`` holds what now holds: every closed merge is closed by then.
+            self._maps[interval] = identity_as_of(self.merges, None if interval == len(bounds) else known_at)
+        return self._maps[interval]
 
 
 def canonical_ids(identity: IdentityMap | None, ids: Iterable[str]) -> list[str]:

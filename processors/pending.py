@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from processors.identity_map import IdentityMap, identity_as_of
 from processors.model import (
     AliasEntry,
     Correction,
@@ -206,6 +207,11 @@ class PendingLedger:
         if not mine:
             return base
         return [*(mine.pop(m.merge_id, m) for m in base), *mine.values()]
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        if not self.merge_rows:
+            return self.base.identity(tenant, known_at)  # Speed: the store's map, built once
+        return identity_as_of(self.merges(tenant), known_at)
 
     def merge(self, tenant: str, merge_id: str) -> Merge | None:
         pending = self.merge_rows.get((tenant, merge_id))

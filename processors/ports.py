@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
+from processors.identity_map import IdentityMap
 from processors.model import Direction, EdgeVersion, Entity, Merge
 
 
@@ -45,6 +46,11 @@ class LedgerReader(Protocol):
 
     def merge(self, tenant: str, merge_id: str) -> Merge | None: ...
 
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        """The merges in effect at ``known_at`` (``None``: now); None when none is (and for a tenant
+        that never had one, at the cost of a dictionary lookup)."""
+        ...
+
     def has_placeholders(self, tenant: str) -> bool:
         """Whether the tenant has any ``Type:~name`` entity (none: no absorption to look for)."""
         ...
@@ -79,4 +85,8 @@ class GraphReader(Protocol):
 
     def merges(self, tenant: str) -> Sequence[Merge]:
         """Every merge the tenant ever had (``processors.identity_map.identity_as_of`` reads them as of a time)."""
+        ...
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        """The identity map as of ``known_at`` (``processors.identity_map``); None when no merge holds."""
         ...

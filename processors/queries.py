@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from processors.identity import entity_type_of, normalise_name
-from processors.identity_map import IDENTITY_READ, canonical_ids, identity_as_of
+from processors.identity_map import IDENTITY_READ, canonical_ids
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from processors.query_results import disposition, edge_out, fill_result, limits_dict
@@ -113,7 +113,7 @@ def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int, *
     loaded under another ontology than the reader's (``query`` reads with the default one) resolves
     as before.
     """
-    identity = identity_as_of(reader.merges(tenant), known_at)
+    identity = reader.identity(tenant, known_at)
     entity = reader.entity(tenant, text)
     if entity is not None and entity.first_tx <= known_at:
         return AnchorOut(input=text, entity=identity.canonical(text) if identity is not None else text,
@@ -217,7 +217,7 @@ class QueryEngine:
 
         walk = Traversal()
         changes: list[tuple[int, Change]] = []
-        identity = identity_as_of(self.reader.merges(request.tenant), request.known_at)
+        identity = self.reader.identity(request.tenant, request.known_at)
         members = (anchor,) if identity is None else identity.members(anchor)
         try:
             for rel in self.ontology.relationships:
@@ -268,7 +268,7 @@ class QueryEngine:
         versions: list[EdgeVersion] = []
         if anchor.entity is not None:
             seen: set[str] = set()
-            identity = identity_as_of(self.reader.merges(tenant), known_at)
+            identity = self.reader.identity(tenant, known_at)
             members = (anchor.entity,) if identity is None else identity.members(anchor.entity)
             for version in (v for member in members for v in adjacent_any(tenant, member)):
                 if version.edge_id in seen or version.tx_from > known_at:

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from processors.identity import entity_type_of
-from processors.identity_map import IdentityMap, identity_as_of
+from processors.identity_map import IdentityMap
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from schemas.query_params import MAX_DEGREE, MAX_DEPTH, MAX_EVIDENCE_TOKENS, MAX_EXPANSIONS, MAX_PATHS
@@ -129,7 +129,7 @@ def traverse(
     if not plan.steps:
         raise PlanRefused("a traversal plan needs at least one step")
     walk = Traversal()
-    identity = identity_as_of(reader.merges(tenant), known_at)
+    identity = reader.identity(tenant, known_at)
     if identity is not None:
         anchor = identity.canonical(anchor)
     adjacency_cache: dict[tuple[str, str, Direction], list[EdgeVersion]] = {}

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from processors.identity_map import IdentityMap
 from processors.model import Direction, EdgeVersion, Entity, Merge, SourceActivity
 from state.open import open_reader
 from state.store import LedgerStore
@@ -118,6 +119,9 @@ class LedgerFollower:
 
     def merges(self, tenant: str) -> Sequence[Merge]:
         return self.store.merges(tenant)
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        return self.store.identity(tenant, known_at)
 
     def last_tx(self) -> int:
         return self.store.last_tx()

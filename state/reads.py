@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
+from processors.identity_map import IdentityMap, IdentityTimeline
 from processors.model import (
     Correction,
     DeadLetter,
@@ -50,6 +51,7 @@ class StoreReads:
         # A tenant's merges, read whole once (a tenant has few), and whether it has placeholders:
         # for a tenant with neither, identity costs a dictionary lookup per query and per commit.
         self._merges: dict[str, tuple[Merge, ...]] = {}
+        self._identities: dict[str, IdentityTimeline] = {}
         self._placeholders: dict[str, bool] = {}
 
     def close(self) -> None:
@@ -164,6 +166,12 @@ class StoreReads:
             self._merges[tenant] = cached  # per tenant: bounded by the tenants, not by the data
         return cached
 
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        timeline = self._identities.get(tenant)
+        if timeline is None:
+            timeline = self._identities[tenant] = IdentityTimeline(self.merges(tenant))
+        return timeline.as_of(known_at)
+
     def merge(self, tenant: str, merge_id: str) -> Merge | None:
         raw = self.kv.get(b"Q" + pack(tenant, "m", merge_id))
         return codec.decode_merge(raw) if raw else None
@@ -187,7 +195,7 @@ class StoreReads:
     def _drop_caches(self) -> None:
         """Forget every read cache (a batch that failed to commit may have updated one): reads refill them."""
         for cache in (self._entities, self._aliases, self._believed_out, self._too_wide, self._merges,
-                      self._placeholders):
+                      self._identities, self._placeholders):
             cache.clear()
 
     def _remember(self, cache: dict, key: tuple[str, ...], value: object) -> None:

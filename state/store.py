@@ -119,6 +119,7 @@ class LedgerStore(StoreReads):
                 known = {merge.merge_id: merge for merge in self.merges(tenant)}
                 known.update(changed)  # a tenant read only now reads the rows just written: the same
                 self._merges[tenant] = tuple(known[merge_id] for merge_id in sorted(known))
+                self._identities.pop(tenant, None)
         for tenant, _ in pending.placeholders:
             self._placeholders[tenant] = True
 

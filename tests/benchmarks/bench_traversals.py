@@ -723,6 +723,9 @@ class CountingReader:
     def merges(self, tenant: str) -> Any:
         return self.inner.merges(tenant)
 
+    def identity(self, tenant: str, known_at: int | None) -> Any:
+        return self.inner.identity(tenant, known_at)
+
 
 def anatomy(reader: LedgerStore, sampler: Sampler, results: dict) -> list[str]:
     """Versions decoded vs edge records counted for the 200-cap query; the cost of one hub adjacency."""

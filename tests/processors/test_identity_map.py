@@ -2,6 +2,7 @@
 
 from processors.identity_map import (
     IdentityMap,
+    IdentityTimeline,
     identity_as_of,
     merge_refusal,
     placeholders_to_absorb,
@@ -66,3 +67,14 @@ def test_placeholders_are_judged_by_the_injected_predicate() -> None:
     assert placeholders_to_absorb(Reader(), "acme", new, ["billing"], None, lambda a, b: False) == []
     absorbed = IdentityMap([merge("m1", "Service:cmdb:S0", "Service:~billing", 5)])
     assert placeholders_to_absorb(Reader(), "acme", new, ["billing"], absorbed, lambda a, b: True) == []
+
+
+def test_the_timeline_answers_as_identity_as_of_at_every_instant() -> None:
+    merges = [merge("m1", B, A, 10, tx_to=30), merge("m2", C, B, 20), merge("m3", A, "Service:cmdb:D", 30)]
+    timeline = IdentityTimeline(merges)
+    for known_at in [None, *range(0, 40)]:
+        expected, got = identity_as_of(merges, known_at), timeline.as_of(known_at)
+        assert (expected is None) == (got is None), known_at
+        if expected is not None:
+            assert {n: got.canonical(n) for n in (A, B, C)} == {n: expected.canonical(n) for n in (A, B, C)}
+    assert IdentityTimeline([]).as_of(None) is None
