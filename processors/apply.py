@@ -1,5 +1,5 @@
 """Applying one validated event to a ``PendingLedger``, by kind: a change through entity resolution
-and the versioner, revocations, alias commands, traces and heartbeats. An event that cannot be
+and the versioner, revocations, identity commands (alias, merge, split), traces and heartbeats. An event that cannot be
 applied raises ``Rejected`` (it is dead-lettered) or ``Parked`` (it waits for review); the caller,
 ``processors.ledger.LedgerProcessor``, turns either into data."""
 
@@ -10,7 +10,14 @@ from typing import Any
 
 from processors.clock import micros_of
 from processors.identity import Mention, MentionResolver, Resolution
-from processors.model import Heartbeat, LogicalEdge, Trace, fields_of
+from processors.identity_map import (
+    MatchPredicate,
+    merge_refusal,
+    same_normalised_name,
+    split,
+    split_refusal,
+)
+from processors.model import Heartbeat, LogicalEdge, Merge, Trace, fields_of
 from processors.pending import PendingLedger
 from processors.versioning import WORDED, Fact, Provenance, Versioner
 from processors.vocabulary import Vocabulary
@@ -42,11 +49,13 @@ class Parked(Exception):
         self.details = details
 
 
-def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocabulary) -> None:
-    """Apply ``event`` (validated, not yet seen) at transaction time ``tx``; raises ``Rejected`` or ``Parked``."""
+def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocabulary,
+                placeholder_match: MatchPredicate = same_normalised_name) -> None:
+    """Apply ``event`` (validated, not yet seen) at transaction time ``tx``; raises ``Rejected`` or ``Parked``.
+    ``placeholder_match`` says which placeholders a new system-of-record entity absorbs."""
     match event:
         case ChangeEvent():
-            _apply_change(event, ledger, tx, vocabulary)
+            _apply_change(event, ledger, tx, vocabulary, placeholder_match)
         case RevokeEvent():
             version = ledger.version(event.tenant, event.edge_id)
             if version is None:
@@ -70,13 +79,15 @@ def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocab
             entity_type, _, system_id = event.entity.partition(":")
             resolver.resolve(Mention(entity_type, system_id, None, (event.alias,)))
             resolver.commit(ledger, tx)
-        case MergeCommand() | SplitCommand():
-            raise Parked(
-                "identity_command",
-                f"{event.kind} commands are parked for review: this ledger does not apply merges or "
-                "splits yet (entity resolution is a later stage); nothing was changed",
-                {"command": event.model_dump(mode="json", by_alias=True)},
-            )
+        case MergeCommand():
+            _apply_merge(event, ledger, tx)
+        case SplitCommand():
+            merge = ledger.merge(event.tenant, event.merge)
+            refusal = split_refusal(event.tenant, event.merge, merge)
+            if refusal is not None:
+                raise Rejected(refusal)
+            assert merge is not None
+            ledger.add_merge(split(merge, event.event_id, event.actor, event.reason, tx))
         case TraceEvent():
             ledger.traces.append(
                 Trace(
@@ -97,14 +108,26 @@ def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocab
             )
 
 
-def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary: Vocabulary) -> None:
+def _apply_merge(event: MergeCommand, ledger: PendingLedger, tx: int) -> None:
+    """A merge, refused with its reason when it would not make one entity of two that exist, share a
+    type and are both survivors now; edges are left as they are (reads resolve through the merge)."""
+    tenant, keep, absorb = event.tenant, event.keep, event.absorb
+    now = ledger.identity(tenant, None)
+    refusal = merge_refusal(tenant, keep, absorb, ledger.entity(tenant, keep), ledger.entity(tenant, absorb), now)
+    if refusal is not None:
+        raise Rejected(refusal)
+    ledger.add_merge(Merge(tenant, event.event_id, keep, absorb, event.actor, event.reason, tx))
+
+
+def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary: Vocabulary,
+                  placeholder_match: MatchPredicate) -> None:
     # Speed: every field of the event is read once, from the models' ``fields_of``. The names that
     # key the ledger's caches (tenant, relationship, source system, entity ids) are interned: late
     # in a large load most cache lookups miss the CPU caches, and a key made of the very strings
     # the cache holds compares by identity instead of reading the stored strings' text.
     stated_event = fields_of(event)
     tenant: str = intern(stated_event["tenant"])
-    resolver = MentionResolver(ledger, tenant)
+    resolver = MentionResolver(ledger, tenant, stated_event["event_id"], placeholder_match)
     assertions = [_stated(resolver, item, True) for item in stated_event["assert_"]]
     retractions = [_stated(resolver, item, False) for item in stated_event["retract"]]
     for index, stated in enumerate(assertions):

@@ -30,9 +30,11 @@ past answer's is judged at its ``known_at`` on the activity recorded by then, so
 the anchor, re-reads result names and re-asks for stale sources (a few point reads, no traversal)
 and is dropped and recomputed when any of them differs.
 
-**Merges and splits** are not applied by the ledger yet. When they are, applying one must call
-``CachedQueryEngine.invalidate_entities(tenant, [keep, absorb])``: it drops every entry that read
-any adjacency of either entity; anchors that resolve through an alias are re-checked on hit.
+**Merges and splits** append no edge version. ``catch_up`` also reads the tenant's identity edits
+since the last transaction it processed (``identity_map.identity_edits``; a tenant with no merge has
+none to read) and drops, per edit, every entry that read any adjacency of either entity or named it
+on a path (``identity_map.IDENTITY_READ``): an answer reading neither stays cached. Anchors are
+re-resolved on every hit as well.
 
 ``changed-between`` without ``to`` ends its window at ``known_at``, so its current answers depend on
 the exact ``known_at``; they are not cached (``bypass``).
@@ -42,11 +44,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
-from processors.model import Direction, EdgeVersion, Entity
+from processors.identity_map import IdentityMap, identity_edits
+from processors.model import Direction, EdgeVersion, Entity, Merge
 from processors.ports import GraphReader
 from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, plan_for, resolve_anchor
 from schemas.cache import CacheInvalidation
@@ -194,6 +197,12 @@ class RecordingReader:
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
         return self.inner.alias_targets(tenant, normalised, known_at)
 
+    def merges(self, tenant: str) -> Sequence[Merge]:
+        return self.inner.merges(tenant)
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        return self.inner.identity(tenant, known_at)
+
 
 @dataclass
 class CacheStats:
@@ -318,8 +327,24 @@ class CachedQueryEngine:
         if last == synced:
             return []
         records = self.invalidate_with_records(self.changes_since(tenant, synced))
+        edits = identity_edits(self.reader.merges(tenant), synced)
+        if edits:
+            records += self._invalidate_identity(tenant, edits)
         self._synced[tenant] = last
         return records
+
+    def _invalidate_identity(self, tenant: str, edits: list[tuple[int, str, Merge]]) -> list[CacheInvalidation]:
+        """Drop the entries that read or named either entity of each merge or split."""
+        caused_by: dict[str, set[str]] = {}
+        for _, edit_id, merge in edits:
+            for key in self.invalidate_entities(tenant, (merge.keep, merge.absorb)):
+                caused_by.setdefault(key, set()).add(edit_id)
+        if not caused_by:
+            return []
+        record = invalidation_record(tenant, caused_by).model_copy(
+            update={"causing_edge_ids": [], "causing_identity_edits": sorted({e for _, e, _ in edits})})
+        self.on_invalidation(record)
+        return [record]
 
     def invalidate(self, versions: Iterable[EdgeVersion]) -> list[str]:
         """Drop every entry whose read set an appended or closed version touches; their keys."""

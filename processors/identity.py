@@ -3,8 +3,9 @@
 A mention with a system-of-record id is ``Type:id``; its name and aliases become aliases of that
 id. A mention with only a name resolves through the alias table to exactly one entity of its
 type; with no match it becomes a new entity keyed by its normalised name (``Type:~name``); with
-several matches we abstain and the event waits in the review queue. Fuzzy matching, merges and
-splits belong to the entity-resolution stage, not here.
+several matches we abstain and the event waits in the review queue; names of entities merged into
+one (``processors.identity_map``) name that one. A new system-of-record entity absorbs, by a merge,
+the placeholders its names match (``MatchPredicate``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,19 @@ from functools import lru_cache
 from sys import intern
 from typing import Literal
 
-from processors.model import AliasEntry, Entity, fields_of
+from processors.identity_map import (
+    MATCHER,
+    IdentityMap,
+    MatchPredicate,
+    canonical_ids,
+    is_placeholder,
+    placeholders_to_absorb,
+    same_normalised_name,
+)
+from processors.model import AliasEntry, Entity, Merge, fields_of
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
+from processors.versioning import derive_id
 from schemas.events import EntityMention
 
 _NOT_WORD = re.compile(r"[^0-9a-z]+")
@@ -67,9 +78,12 @@ class MentionResolver:
     """Resolves the mentions of one event; registers new entities and aliases only on ``commit``."""
 
     # Speed: a plain class, not a dataclass (see ``Versioner``): one is built per event.
-    def __init__(self, reader: LedgerReader, tenant: str) -> None:
+    def __init__(self, reader: LedgerReader, tenant: str, event_id: str = "",
+                 match: MatchPredicate = same_normalised_name) -> None:
         self.reader = reader
         self.tenant = tenant
+        self.event_id = event_id
+        self.match = match
         self._planned_entities: dict[str, tuple[str, str | None]] = {}
         """entity id -> (type, latest name mentioned)"""
         self._planned_aliases: dict[tuple[str, str], None] = {}
@@ -88,6 +102,10 @@ class MentionResolver:
             e for (e, alias) in self._planned_aliases if alias == normalised and e.startswith(prefix)
             and e not in matches
         ]
+        if matches:
+            identity = self._identity_now()
+            if identity is not None:
+                matches = canonical_ids(identity, matches)  # two names of one merged entity name it once
         if len(matches) > 1:
             return Resolution("ambiguous", None, tuple(sorted(matches)))
         if matches:
@@ -97,6 +115,9 @@ class MentionResolver:
         entity_id = intern(f"{mention.type}:~{normalised}")
         self._plan(entity_id, mention)
         return Resolution("new", entity_id)
+
+    def _identity_now(self) -> IdentityMap | None:
+        return self.reader.identity(self.tenant, None)
 
     def _plan(self, entity_id: str, mention: Mention) -> None:
         planned = self._planned_entities.get(entity_id)
@@ -124,6 +145,8 @@ class MentionResolver:
                 if new_entities is None:
                     new_entities = set()
                 new_entities.add(entity_id)
+                if is_placeholder(entity_id):
+                    ledger.add_placeholder(self.tenant, entity_id)
             elif name and name != known.name:
                 ledger.add_entity(Entity(self.tenant, entity_id, known.type, name, known.first_tx))
             elif name:
@@ -134,3 +157,22 @@ class MentionResolver:
             if (new_entities is not None and entity_id in new_entities) \
                     or entity_id not in ledger.alias_targets(self.tenant, normalised):
                 ledger.add_alias(AliasEntry(self.tenant, normalised, entity_id, tx))
+        # Speed: only a commit that records an entity, in a tenant that has placeholders, looks for any.
+        if new_entities is not None and ledger.has_placeholders(self.tenant):
+            self._absorb_placeholders(ledger, new_entities, tx)
+
+    def _absorb_placeholders(self, ledger: PendingLedger, new_entities: set[str], tx: int) -> None:
+        """Each new system-of-record entity absorbs the placeholders its names match: an ordinary
+        merge by ``matcher``, which a split undoes."""
+        now = ledger.identity(self.tenant, None)
+        for entity_id in sorted(new_entities):
+            if is_placeholder(entity_id):
+                continue
+            entity = ledger.entity(self.tenant, entity_id)
+            assert entity is not None  # recorded above
+            names = [name for (named, name), _ in self._planned_aliases.items() if named == entity_id and name]
+            for placeholder in placeholders_to_absorb(ledger, self.tenant, entity, names, now, self.match):
+                merge = Merge(self.tenant, derive_id("m", self.tenant, self.event_id, placeholder), entity_id,
+                              placeholder, MATCHER, f"the placeholder {placeholder!r} names {entity_id!r}", tx)
+                ledger.add_merge(merge)
+                now = IdentityMap([*(m for m in ledger.merges(self.tenant) if m.in_effect(None))])

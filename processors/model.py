@@ -105,6 +105,32 @@ class AliasEntry(NamedTuple):
     tx_from: int
 
 
+class Merge(NamedTuple):
+    """An audited identity merge: ``absorb`` is the same entity as ``keep`` from ``tx_from`` on, until a
+    split closes it (``tx_to``, the split's transaction time, and who split it and why). As an edge
+    version, a merge is never deleted: a split rewrites only its ``tx_to``, so an as-known read before
+    the split still sees it."""
+
+    tenant: str
+    merge_id: str
+    """The merge command's event id (a placeholder absorption's id is derived from its event's)."""
+    keep: str
+    absorb: str
+    actor: str
+    reason: str
+    tx_from: int
+    tx_to: int | None = None
+    split_id: str | None = None
+    split_actor: str | None = None
+    split_reason: str | None = None
+
+    def in_effect(self, known_at: int | None) -> bool:
+        """Whether the ledger held this merge at ``known_at`` (``None``: now)."""
+        if known_at is None:
+            return self.tx_to is None
+        return self.tx_from <= known_at and (self.tx_to is None or known_at < self.tx_to)
+
+
 @dataclass(frozen=True, slots=True)
 class LogicalEdge:
     src: str

@@ -2,7 +2,8 @@
 and on the other output topics, built as bytes for the worker's outbox.
 
 Each batch writes, in this order, one record per appended or closed edge version, one per new or
-renamed entity and per new alias, one per correction (``correction``, its parts as on
+renamed entity and per new alias, one per merge made or split (``merge``, the merge as it then
+stands) and per placeholder entity recorded (``placeholder``), one per correction (``correction``, its parts as on
 ``edge-corrections``), review item (``review``), dead letter (``dead_letter``), trace and
 heartbeat, and a closing ``batch`` marker per tenant with the event ids it applied, the input
 offsets it consumed, what it heard from each source (``heard``: system, kind, detected_at, tx
@@ -172,6 +173,18 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
             {"kind": "alias", "batch": batch_id, "record_id": record_id,
              "alias": {"tenant": alias.tenant, "normalised": alias.normalised, "entity_id": alias.entity_id,
                        "tx_from": alias.tx_from}})))
+        ids.append(record_id)
+    for merge in pending.merge_rows.values():
+        # The merge as it stands after the batch: a split sends it again, closed (a reader keeps the last).
+        record_id = f"{merge.tenant}/merge/{merge.merge_id}/{merge.tx_to}"
+        records.append(OutRecord(log, merge.tenant, orjson.dumps(
+            {"kind": "merge", "batch": batch_id, "record_id": record_id, "merge": merge._asdict()})))
+        ids.append(record_id)
+    for tenant, entity_id in pending.placeholders:
+        record_id = f"{tenant}/placeholder/{entity_id}"
+        records.append(OutRecord(log, tenant, orjson.dumps(
+            {"kind": "placeholder", "batch": batch_id, "record_id": record_id, "tenant": tenant,
+             "entity_id": entity_id})))
         ids.append(record_id)
     for correction in pending.corrections:
         for part in correction_records(correction):

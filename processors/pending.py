@@ -8,8 +8,10 @@ one atomic write. Nothing here touches storage.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from processors.identity_map import IdentityMap, identity_as_of
 from processors.model import (
     AliasEntry,
     Correction,
@@ -18,6 +20,7 @@ from processors.model import (
     Entity,
     EventOutcome,
     Heartbeat,
+    Merge,
     Outcome,
     ReviewItem,
     Trace,
@@ -63,6 +66,10 @@ class PendingLedger:
     review_items: list[ReviewItem] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
+    merge_rows: dict[tuple[str, str], Merge] = field(default_factory=dict)
+    """Merges made or split in this batch, in their final state, by (tenant, merge id)."""
+    placeholders: list[tuple[str, str]] = field(default_factory=list)
+    """(tenant, entity id) of each ``Type:~name`` entity this batch recorded."""
     heartbeats: list[Heartbeat] = field(default_factory=list)
     outcomes: list[EventOutcome] = field(default_factory=list)
     counts: BatchCounts = field(default_factory=BatchCounts)
@@ -128,6 +135,13 @@ class PendingLedger:
         self.aliases.append(alias)
         self._alias_index[(alias.tenant, alias.normalised)].append(alias)
 
+    def add_merge(self, merge: Merge) -> None:
+        """A new merge, or a merge closed by a split (the same id: the later state wins)."""
+        self.merge_rows[(merge.tenant, merge.merge_id)] = merge
+
+    def add_placeholder(self, tenant: str, entity_id: str) -> None:
+        self.placeholders.append((tenant, entity_id))
+
     def mark_seen(self, tenant: str, event_id: str, outcome: Outcome) -> None:
         self.seen[(tenant, event_id)] = outcome
 
@@ -184,6 +198,27 @@ class PendingLedger:
         base = self.base.believed_from_record(tenant, system, record)
         new_ids = self._new_by_source.get((tenant, system, record), [])
         return [v for v in self._overlay(tenant, base, new_ids) if v.tx_to is None]
+
+    def merges(self, tenant: str) -> Sequence[Merge]:
+        base = self.base.merges(tenant)
+        if not self.merge_rows:
+            return base  # Speed: a batch with no identity edit (nearly all) adds nothing to look at
+        mine = {merge_id: merge for (of_tenant, merge_id), merge in self.merge_rows.items() if of_tenant == tenant}
+        if not mine:
+            return base
+        return [*(mine.pop(m.merge_id, m) for m in base), *mine.values()]
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        if not self.merge_rows:
+            return self.base.identity(tenant, known_at)  # Speed: the store's map, built once
+        return identity_as_of(self.merges(tenant), known_at)
+
+    def merge(self, tenant: str, merge_id: str) -> Merge | None:
+        pending = self.merge_rows.get((tenant, merge_id))
+        return pending if pending is not None else self.base.merge(tenant, merge_id)
+
+    def has_placeholders(self, tenant: str) -> bool:
+        return any(of_tenant == tenant for of_tenant, _ in self.placeholders) or self.base.has_placeholders(tenant)
 
     def event_seen(self, tenant: str, event_id: str) -> bool:
         key = (tenant, event_id)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
-from processors.model import Direction, EdgeVersion, Entity
+from processors.identity_map import IdentityMap
+from processors.model import Direction, EdgeVersion, Entity, Merge
 
 
 class LedgerReader(Protocol):
@@ -38,6 +39,22 @@ class LedgerReader(Protocol):
         """The still-believed versions whose provenance is this source record (what it says now)."""
         ...
 
+    def merges(self, tenant: str) -> Sequence[Merge]:
+        """Every merge the tenant ever had, split ones too (empty, at the cost of a dictionary lookup,
+        for a tenant that never had one)."""
+        ...
+
+    def merge(self, tenant: str, merge_id: str) -> Merge | None: ...
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        """The merges in effect at ``known_at`` (``None``: now); None when none is (and for a tenant
+        that never had one, at the cost of a dictionary lookup)."""
+        ...
+
+    def has_placeholders(self, tenant: str) -> bool:
+        """Whether the tenant has any ``Type:~name`` entity (none: no absorption to look for)."""
+        ...
+
     def event_seen(self, tenant: str, event_id: str) -> bool: ...
 
     def events_seen(self, keys: list[tuple[str, str]]) -> list[bool]:
@@ -65,3 +82,11 @@ class GraphReader(Protocol):
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]: ...
+
+    def merges(self, tenant: str) -> Sequence[Merge]:
+        """Every merge the tenant ever had (``processors.identity_map.identity_as_of`` reads them as of a time)."""
+        ...
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        """The identity map as of ``known_at`` (``processors.identity_map``); None when no merge holds."""
+        ...

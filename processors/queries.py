@@ -2,7 +2,9 @@
 
 Every query takes a tenant and both clocks: ``valid_at`` (when in the world) and ``known_at``
 (as the ledger believed at that transaction time). The anchor is resolved as of ``known_at``
-too, so an as-known query sees the identities of its time. ``processors.query_requests`` makes a
+too, so an as-known query sees the identities of its time: an id merged into another at ``known_at``
+resolves to its survivor, and the survivor's walk reads the adjacencies of every id merged into it
+(``processors.identity_map``). ``processors.query_requests`` makes a
 request of a query's parameters; ``processors.query_results`` builds the result's shape.
 """
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from processors.identity import entity_type_of, normalise_name
+from processors.identity_map import IDENTITY_READ, canonical_ids
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from processors.query_results import disposition, edge_out, fill_result, limits_dict
@@ -110,9 +113,11 @@ def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int, *
     loaded under another ontology than the reader's (``query`` reads with the default one) resolves
     as before.
     """
+    identity = reader.identity(tenant, known_at)
     entity = reader.entity(tenant, text)
     if entity is not None and entity.first_tx <= known_at:
-        return AnchorOut(input=text, entity=text, resolution="identifier")
+        return AnchorOut(input=text, entity=identity.canonical(text) if identity is not None else text,
+                         resolution="identifier")
     wanted_type, _, rest = text.partition(":")
 
     def whole() -> list[str]:
@@ -130,7 +135,7 @@ def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int, *
             lookups = (whole, typed)
     candidates: list[str] = []
     for lookup in lookups:
-        candidates = lookup()
+        candidates = canonical_ids(identity, lookup())  # names of merged entities name their survivor
         if candidates:
             break
     if len(candidates) == 1:
@@ -191,6 +196,8 @@ class QueryEngine:
                             request.valid_at, request.known_at)
             relationships = plan.relationships
         read_set = walk.read_set
+        # Every node the answer names, so that an identity edit there finds it (``IDENTITY_READ``).
+        read_set.update((node, IDENTITY_READ, "out") for path in walk.paths for node in path.nodes)
         fill_result(result, walk, request, self.reader)
         stale = self.stale_sources(request.tenant, relationships, request.known_at)
         result.coverage.stale_sources = stale
@@ -210,26 +217,29 @@ class QueryEngine:
 
         walk = Traversal()
         changes: list[tuple[int, Change]] = []
+        identity = self.reader.identity(request.tenant, request.known_at)
+        members = (anchor,) if identity is None else identity.members(anchor)
         try:
             for rel in self.ontology.relationships:
                 for direction in ("out", "in"):
-                    self._changes_at(request, anchor, rel, direction, within, walk, changes)
+                    for member in members:
+                        self._changes_at(request, anchor, member, rel, direction, within, walk, changes)
         except ExpansionBudgetSpent:
             pass  # the walk says which ceiling stopped it, and the anchor is its frontier
         changes.sort(key=lambda item: (item[0], item[1].edge_id))
         result.changes = [change for _, change in changes]
         return walk
 
-    def _changes_at(self, request: QueryRequest, anchor: str, rel: str, direction: Direction,
+    def _changes_at(self, request: QueryRequest, anchor: str, member: str, rel: str, direction: Direction,
                     within: Callable[[int | None], bool], walk: Traversal, changes: list[tuple[int, Change]]) -> None:
-        """One adjacency of the anchor, under the ceilings every walk has (``traversal._expand``): each
-        edge record read counts against ``max_expansions``, at most ``max_degree`` neighbours per
-        adjacency, at most ``max_paths`` changed edges in all."""
+        """One adjacency of the anchor (of ``member``, one of the ids merged into it), under the ceilings
+        every walk has (``traversal._expand``): each edge record read counts against ``max_expansions``,
+        at most ``max_degree`` neighbours per adjacency, at most ``max_paths`` changed edges in all."""
         limits = request.limits
-        walk.read_set.add((anchor, rel, direction))
+        walk.read_set.add((member, rel, direction))
         neighbours: set[str] = set()
         # Only what was recorded by known_at is read or counted, so a past answer's counts hold.
-        for version in self.reader.iter_adjacent(request.tenant, anchor, rel, direction, request.known_at):
+        for version in self.reader.iter_adjacent(request.tenant, member, rel, direction, request.known_at):
             if walk.edges_read >= limits.max_expansions:
                 walk.cut(anchor, 0, "max_expansions")
                 raise ExpansionBudgetSpent
@@ -258,7 +268,9 @@ class QueryEngine:
         versions: list[EdgeVersion] = []
         if anchor.entity is not None:
             seen: set[str] = set()
-            for version in adjacent_any(tenant, anchor.entity):
+            identity = self.reader.identity(tenant, known_at)
+            members = (anchor.entity,) if identity is None else identity.members(anchor.entity)
+            for version in (v for member in members for v in adjacent_any(tenant, member)):
                 if version.edge_id in seen or version.tx_from > known_at:
                     continue
                 if rel is not None and version.rel != rel:

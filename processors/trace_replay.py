@@ -14,6 +14,10 @@ replay's knowledge. A version the trace *used* (its recorded ``edge_ids``) that 
 **Replay.** The query is re-run at the trace's own ``valid_at`` twice: as of its ``known_at`` (the
 answer it gave) and as of the replay's ``known_at`` (the answer now). The verdict compares them:
 ``same``, ``changed``, ``now_unknown`` (an answer or ``none`` became unknown) or ``now_known``.
+
+**Identity.** A merge or split appends no version; it touches a trace when it names an entity whose
+adjacency the answer read or which the answer named on a path (``identity_map.IDENTITY_READ``), and
+it is listed among the changes responsible with cause ``merge`` or ``split``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from processors.cache import ReadKey, touched_read_keys
-from processors.model import Correction, EdgeVersion, Trace
+from processors.model import Correction, EdgeVersion, Merge, Trace
 from processors.queries import QueryEngine
 from processors.replay import ACTION_RANK, CannotRederive, trace_request
 from processors.traversal import PlanRefused
@@ -134,6 +138,8 @@ class Replay:
     corrections: tuple[Correction, ...]
     error: str | None = None
     """Why the query could not be re-run (then ``before``/``after`` are unknown and the verdict ``same``)."""
+    identity_edits: tuple[tuple[int, str, Merge], ...] = ()
+    """(tx, merge or split event id, merge) of the identity edits at an entity the answer read or named."""
 
     @property
     def rank(self) -> tuple[int, int, int, str]:
@@ -178,16 +184,46 @@ class Replay:
             ids = entry["new_edge_ids" if appended else "old_edge_ids"]
             assert isinstance(ids, list)
             ids.append(version.edge_id)
+        for tx, edit_id, merge in self.identity_edits:
+            by_event[edit_id] = {"event_id": edit_id, "tx_at": format_micros(tx),
+                                 "cause": "merge" if edit_id == merge.merge_id else "split",
+                                 "old_edge_ids": [], "new_edge_ids": [], "entities": [merge.keep, merge.absorb]}
         return changes + sorted(by_event.values(), key=lambda e: (str(e["tx_at"]), str(e["event_id"])))
 
 
 _UNKNOWN = Answer("unknown", (), ())
 
 
+def identity_touched(edits: Iterable[tuple[int, str, Merge]],
+                     traces_reading_node: Callable[[str, str], Iterable[str]],
+                     trace_of: Callable[[str, str], Trace | None],
+                     until: int) -> dict[tuple[str, str], tuple[Trace, list[tuple[int, str, Merge]]]]:
+    """(tenant, trace id) -> the trace and the merges and splits that touch it: an edit at either entity
+    of an answer that read an adjacency of it or named it, made after its ``known_at``."""
+    found: dict[tuple[str, str], tuple[Trace, list[tuple[int, str, Merge]]]] = {}
+    for edit in edits:
+        tx, _, merge = edit
+        candidates = {*traces_reading_node(merge.tenant, merge.keep), *traces_reading_node(merge.tenant, merge.absorb)}
+        for trace_id in sorted(candidates):
+            key = (merge.tenant, trace_id)
+            hit = found.get(key)
+            trace = hit[0] if hit is not None else trace_of(merge.tenant, trace_id)
+            if trace is None or trace.tx_at > until or not trace.known_at < tx <= until:
+                continue
+            if hit is None:
+                found[key] = (trace, [edit])
+            else:
+                hit[1].append(edit)
+    return found
+
+
 def replay_trace(engine: QueryEngine, trace: Trace, versions: Iterable[EdgeVersion],
-                 corrections: Iterable[Correction], known_at: int) -> Replay:
+                 corrections: Iterable[Correction], known_at: int,
+                 edits: Iterable[tuple[int, str, Merge]] = ()) -> Replay:
     """Re-run ``trace`` as of its ``known_at`` and as of ``known_at`` (the replay's knowledge), and
-    name the corrections that appended or closed any of ``versions`` (those that affected it)."""
+    name the corrections that appended or closed any of ``versions`` and the identity ``edits``
+    (those that affected it)."""
+    edited = tuple(edits)
     touched = tuple(sorted(versions, key=lambda v: v.edge_id))
     ids = {v.edge_id for v in touched}
     responsible = tuple(c for c in corrections
@@ -196,8 +232,8 @@ def replay_trace(engine: QueryEngine, trace: Trace, versions: Iterable[EdgeVersi
         before = run_trace(engine, trace, trace.known_at)[0]
         after = run_trace(engine, trace, known_at)[0]
     except CannotRederive as why:
-        return Replay(trace, known_at, "same", _UNKNOWN, _UNKNOWN, touched, responsible, str(why))
-    return Replay(trace, known_at, verdict_of(before, after), before, after, touched, responsible)
+        return Replay(trace, known_at, "same", _UNKNOWN, _UNKNOWN, touched, responsible, str(why), edited)
+    return Replay(trace, known_at, verdict_of(before, after), before, after, touched, responsible, None, edited)
 
 
 def ranked(replays: Iterable[Replay]) -> list[Replay]:

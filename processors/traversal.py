@@ -9,6 +9,10 @@ Expansion is breadth-first over paths. Each edge record read counts against ``ma
 whether or not it survives the filters; time (both clocks), tenant and node type are checked as
 each edge is read, never after. When a ceiling stops the walk, the result says which one and
 which nodes were left unexpanded (the frontier): a partial answer never looks complete.
+
+Identity: nodes are entities as the ledger knew them at ``known_at`` (``processors.identity_map``).
+Expanding a node reads the adjacencies of every id merged into it and names each neighbour by its
+survivor; paths keep the stored edge ids. A tenant with no merge skips all of it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from processors.identity import entity_type_of
+from processors.identity_map import IdentityMap
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from schemas.query_params import MAX_DEGREE, MAX_DEPTH, MAX_EVIDENCE_TOKENS, MAX_EXPANSIONS, MAX_PATHS
@@ -124,6 +129,9 @@ def traverse(
     if not plan.steps:
         raise PlanRefused("a traversal plan needs at least one step")
     walk = Traversal()
+    identity = reader.identity(tenant, known_at)
+    if identity is not None:
+        anchor = identity.canonical(anchor)
     adjacency_cache: dict[tuple[str, str, Direction], list[EdgeVersion]] = {}
     queue: deque[_Partial] = deque([_Partial(anchor, 0, 0, (anchor,), ())])
     last = len(plan.steps) - 1
@@ -139,7 +147,7 @@ def traverse(
                 continue
             for move, (rel, direction, next_step, next_hops) in enumerate(moves):
                 chosen = _expand(reader, tenant, partial.node, rel, direction, plan, limits, valid_at,
-                                 known_at, walk, adjacency_cache, depth)
+                                 known_at, walk, adjacency_cache, depth, identity)
                 for index, (other, version, also) in enumerate(chosen):
                     if other in partial.nodes:
                         continue
@@ -194,30 +202,36 @@ def _expand(
     walk: Traversal,
     cache: dict[tuple[str, str, Direction], list[EdgeVersion]],
     depth: int,
+    identity: IdentityMap | None = None,
 ) -> list[tuple[str, EdgeVersion, list[EdgeVersion]]]:
-    """Read one adjacency, filter each edge as it is read, group versions of the same fact."""
-    key = (node, rel, direction)
-    walk.read_set.add(key)
-    cached = cache.get(key)
-    read: list[EdgeVersion] = []
+    """Read one adjacency (of every id merged into ``node``), filter each edge as it is read, group
+    versions of the same fact."""
     by_other: dict[str, list[EdgeVersion]] = {}
-    # The reader yields only versions recorded at or before known_at (adjacencies are in order of
-    # recording), so a walk then read exactly what this one reads: past answers reproduce, truncation included.
-    for version in cached if cached is not None else reader.iter_adjacent(tenant, node, rel, direction, known_at):
+    for member in (node,) if identity is None else identity.members(node):
+        key = (member, rel, direction)
+        walk.read_set.add(key)
+        cached = cache.get(key)
+        read: list[EdgeVersion] = []
+        # The reader yields only versions recorded at or before known_at (adjacencies are in order of
+        # recording), so a walk then read exactly what this one reads: past answers reproduce, truncation included.
+        for version in cached if cached is not None else reader.iter_adjacent(tenant, member, rel, direction,
+                                                                               known_at):
+            if cached is None:
+                read.append(version)
+            if walk.edges_read >= limits.max_expansions:
+                walk.cut(node, depth, "max_expansions")
+                raise ExpansionBudgetSpent
+            walk.edges_read += 1
+            if version.tenant != tenant or not version.visible(valid_at, known_at):
+                continue
+            other = version.dst if direction == "out" else version.src
+            if identity is not None:
+                other = identity.canonical(other)  # an edge to an absorbed id reaches its survivor
+            if plan.node_types is not None and entity_type_of(other) not in plan.node_types:
+                continue
+            by_other.setdefault(other, []).append(version)
         if cached is None:
-            read.append(version)
-        if walk.edges_read >= limits.max_expansions:
-            walk.cut(node, depth, "max_expansions")
-            raise ExpansionBudgetSpent
-        walk.edges_read += 1
-        if version.tenant != tenant or not version.visible(valid_at, known_at):
-            continue
-        other = version.dst if direction == "out" else version.src
-        if plan.node_types is not None and entity_type_of(other) not in plan.node_types:
-            continue
-        by_other.setdefault(other, []).append(version)
-    if cached is None:
-        cache[key] = read  # the budget did not stop it: this is the whole adjacency as of known_at
+            cache[key] = read  # the budget did not stop it: this is the whole adjacency as of known_at
     if len(by_other) > limits.max_degree:
         walk.cut(node, depth, "max_degree")
         by_other = dict(list(by_other.items())[: limits.max_degree])

@@ -22,3 +22,5 @@ class CacheInvalidation(BaseModel):
     causing_edge_ids: list[str]
     invalidated_keys: list[str]
     caused_by: dict[str, list[str]] = Field(default_factory=dict)
+    causing_identity_edits: list[str] = Field(default_factory=list)
+    """The merge and split event ids that invalidated entries (``caused_by`` then names them too)."""

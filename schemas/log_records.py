@@ -71,6 +71,42 @@ class AliasRecord(TypedDict):
 
 
 @with_config(_EXACT)
+class MergeFields(TypedDict):
+    tenant: str
+    merge_id: str
+    keep: str
+    absorb: str
+    actor: str
+    reason: str
+    tx_from: int
+    tx_to: int | None
+    split_id: str | None
+    split_actor: str | None
+    split_reason: str | None
+
+
+@with_config(_EXACT)
+class MergeRecord(TypedDict):
+    """A merge as a batch left it: made (``tx_to`` null) or closed by a split."""
+
+    kind: Literal["merge"]
+    batch: str
+    record_id: str
+    merge: MergeFields
+
+
+@with_config(_EXACT)
+class PlaceholderRecord(TypedDict):
+    """A ``Type:~name`` entity was recorded (the ``Z`` row: its tenant has placeholders to absorb)."""
+
+    kind: Literal["placeholder"]
+    batch: str
+    record_id: str
+    tenant: str
+    entity_id: str
+
+
+@with_config(_EXACT)
 class CorrectionRecord(TypedDict):
     """A correction, or one ``part`` of ``parts`` of one too large for a record."""
 
@@ -227,8 +263,8 @@ class InputResetRecord(TypedDict):
     reason: str
 
 
-HeldRecord = (EdgeVersionRecord | EntityRecord | AliasRecord | CorrectionRecord | ReviewRecord | DeadLetterRecord
-              | TraceRecord | HeartbeatRecord)
+HeldRecord = (EdgeVersionRecord | EntityRecord | AliasRecord | MergeRecord | PlaceholderRecord | CorrectionRecord
+              | ReviewRecord | DeadLetterRecord | TraceRecord | HeartbeatRecord)
 """The records a batch marker closes."""
 
 LOG_RECORD = Annotated[HeldRecord | BatchMarker | FenceRecord | ProbeRecord | InputResetRecord,

@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from processors.model import Direction, EdgeVersion, Entity, SourceActivity
+from processors.identity_map import IdentityMap
+from processors.model import Direction, EdgeVersion, Entity, Merge, SourceActivity
 from state.open import open_reader
 from state.store import LedgerStore
 
@@ -115,6 +116,12 @@ class LedgerFollower:
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
         return self.store.alias_targets(tenant, normalised, known_at)
+
+    def merges(self, tenant: str) -> Sequence[Merge]:
+        return self.store.merges(tenant)
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        return self.store.identity(tenant, known_at)
 
     def last_tx(self) -> int:
         return self.store.last_tx()

@@ -13,6 +13,7 @@ from processors.model import (
     EdgeVersion,
     Entity,
     Heartbeat,
+    Merge,
     ReviewItem,
     SourceActivity,
     Trace,
@@ -133,3 +134,12 @@ def decode_trace(data: bytes) -> Trace:
     f = orjson.loads(data)
     f["edge_ids"] = tuple(f["edge_ids"]) if f["edge_ids"] is not None else None
     return Trace(**f)
+
+
+def encode_merge(merge: Merge) -> bytes:
+    """A JSON array in the field order of ``Merge``."""
+    return orjson.dumps(list(merge))
+
+
+def decode_merge(data: bytes) -> Merge:
+    return Merge(*orjson.loads(data))

@@ -18,6 +18,9 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``H``  tenant, system                                               last heartbeat
 ``L``  tenant, system                                               latest change and heartbeat applied
 ``P``  tenant, system, tx of the row's first entry, newest first   the source's ``L`` row through a batch
+``Q``  tenant, ``m``, merge_id                                       the merge (``processors.model.Merge``)
+``Q``  tenant, ``e``, entity_id, merge_id                            nothing: the merges that name an entity
+``Z``  tenant, entity_id                                            nothing: a placeholder (``Type:~name``)
 ``M``  name                                                         meta: last transaction time, format
 =====  ==========================================================  ==================================
 
@@ -45,8 +48,16 @@ per event (as for ``T``): an entry is a five-item list. A batch's span of transa
 arbitrary (a simulated-clock load may put weeks in one batch), so rows keyed by the batch's end
 could not answer a ``known_at`` inside it, and what they said would depend on where batches ended.
 
+A merge is a row of its own; edges are never rewritten for it. A split closes it by rewriting its
+``Q`` row with ``tx_to`` (and the split's id, actor and reason), as a closed version's ``V`` row is
+rewritten: an as-known read before the split still sees the merge. A tenant's merges are few and read
+whole (``StoreReads.merges``, cached); a tenant with none costs a dictionary lookup per read. ``Z``
+lists the placeholders so that a tenant with none skips the absorption check.
+
 A state directory records its format (``M`` ``format``); a state in any other is refused with
-``StateFormatError``, which says to rebuild it.
+``StateFormatError``, which says to rebuild it. Format 5 is format 6 without ``Q`` and ``Z`` rows:
+it is read as it is and records format 6 at its first commit (its placeholders, which have no ``Z``
+row, are absorbed only once loaded again), so that an edgeledger that knows no merges refuses it.
 """
 
 from __future__ import annotations
@@ -66,8 +77,10 @@ INDEX: Final = b""
 """The value of an index row (``A``): the key says it all."""
 LAST_TX: Final = b"M" + pack("last_tx")
 FORMAT: Final = b"M" + pack("format")
-FORMAT_VERSION: Final = b"5"
-"""The one layout this edgeledger reads and writes: the tables above."""
+FORMAT_VERSION: Final = b"6"
+"""The layout this edgeledger writes: the tables above."""
+READABLE_FORMATS: Final = (FORMAT_VERSION, b"5")
+"""The layouts it reads: format 5 had no merges (see above)."""
 TX_BYTES: Final = 9
 """An encoded ``tx_from`` in an ``A`` key (``keys.encode_int``): the edge id follows it."""
 
@@ -77,15 +90,16 @@ class StateFormatError(ValueError):
 
 
 def recorded_format(kv: OrderedKV) -> bool:
-    """Whether the KV records this format (False: it holds no ledger state yet, and the first commit
-    records it). Raises ``StateFormatError`` for state in any other format, or with none recorded."""
+    """Whether the KV records this format (False: it holds no ledger state yet, or state in format 5,
+    and the first commit records it). Raises ``StateFormatError`` for state in any other format, or
+    with none recorded."""
     stored = kv.get(FORMAT)
     if stored is None:
         if _holds_no_versions(kv):
             return False
         stored = b"1"  # versions, and no format: the first format recorded none
-    if stored == FORMAT_VERSION:
-        return True
+    if stored in READABLE_FORMATS:
+        return stored == FORMAT_VERSION
     raise StateFormatError(
         f"the state directory holds ledger state in format {stored.decode()}, this edgeledger reads format "
         f"{FORMAT_VERSION.decode()}: load the events again into a new directory, or let a worker rebuild it "

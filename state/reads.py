@@ -3,9 +3,10 @@ writes (``state.store.LedgerStore``, which commits through them) keep exact."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
+from processors.identity_map import IdentityMap, IdentityTimeline
 from processors.model import (
     Correction,
     DeadLetter,
@@ -13,6 +14,7 @@ from processors.model import (
     EdgeVersion,
     Entity,
     Heartbeat,
+    Merge,
     ReviewItem,
     SourceActivity,
     Trace,
@@ -46,6 +48,11 @@ class StoreReads:
         # Sources whose believed out-edges of one relationship are too many to cache: a policy that
         # applies to every service. Remembered so that their out-adjacency is not read again.
         self._too_wide: dict[tuple[str, str, str], None] = {}
+        # A tenant's merges, read whole once (a tenant has few), and whether it has placeholders:
+        # for a tenant with neither, identity costs a dictionary lookup per query and per commit.
+        self._merges: dict[str, tuple[Merge, ...]] = {}
+        self._identities: dict[str, IdentityTimeline] = {}
+        self._placeholders: dict[str, bool] = {}
 
     def close(self) -> None:
         self.kv.close()
@@ -151,9 +158,44 @@ class StoreReads:
             self._remember(self._aliases, key, entries)
         return [entity_id for entity_id, tx in entries if known_at is None or tx <= known_at]
 
+    def merges(self, tenant: str) -> Sequence[Merge]:
+        """Every merge of the tenant, split ones too, in merge id order (``Q`` ``m`` rows)."""
+        cached = self._merges.get(tenant)
+        if cached is None:
+            cached = tuple(codec.decode_merge(value) for _, value in self.kv.scan(b"Q" + pack(tenant, "m")))
+            self._merges[tenant] = cached  # per tenant: bounded by the tenants, not by the data
+        return cached
+
+    def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
+        timeline = self._identities.get(tenant)
+        if timeline is None:
+            timeline = self._identities[tenant] = IdentityTimeline(self.merges(tenant))
+        return timeline.as_of(known_at)
+
+    def merge(self, tenant: str, merge_id: str) -> Merge | None:
+        raw = self.kv.get(b"Q" + pack(tenant, "m", merge_id))
+        return codec.decode_merge(raw) if raw else None
+
+    def merges_naming(self, tenant: str, entity_id: str) -> list[Merge]:
+        """The merges that name ``entity_id`` as survivor or absorbed (``Q`` ``e`` rows)."""
+        found = []
+        for key, _ in self.kv.scan(b"Q" + pack(tenant, "e", entity_id)):
+            merge = self.merge(tenant, str(unpack(key[1:])[-1]))
+            if merge is not None:
+                found.append(merge)
+        return found
+
+    def has_placeholders(self, tenant: str) -> bool:
+        known = self._placeholders.get(tenant)
+        if known is None:
+            known = any(True for _ in self.kv.scan(b"Z" + pack(tenant)))
+            self._placeholders[tenant] = known
+        return known
+
     def _drop_caches(self) -> None:
         """Forget every read cache (a batch that failed to commit may have updated one): reads refill them."""
-        for cache in (self._entities, self._aliases, self._believed_out, self._too_wide):
+        for cache in (self._entities, self._aliases, self._believed_out, self._too_wide, self._merges,
+                      self._identities, self._placeholders):
             cache.clear()
 
     def _remember(self, cache: dict, key: tuple[str, ...], value: object) -> None:

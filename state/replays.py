@@ -8,9 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from processors.model import Correction, EdgeVersion, Trace
+from processors.identity_map import identity_edits
+from processors.model import Correction, EdgeVersion, Merge, Trace
 from processors.queries import QueryEngine
-from processors.trace_replay import Replay, affects, ranked, read_set_of, replay_trace, touched_traces
+from processors.trace_replay import (
+    Replay,
+    affects,
+    identity_touched,
+    ranked,
+    read_set_of,
+    replay_trace,
+    touched_traces,
+)
 from state import codec
 from state.keys import encode_int, pack
 from state.store import LedgerStore
@@ -58,26 +67,33 @@ def versions_read_by(store: LedgerStore, index: TraceIndex, trace: Trace, until:
 
 
 def replays_of(store: LedgerStore, index: TraceIndex, engine: QueryEngine, versions: Iterable[EdgeVersion],
-               corrections: Iterable[Correction], known_at: int, recorded: Iterable[Trace] = ()) -> list[Replay]:
-    """Every trace the versions affect, and every trace in ``recorded`` (just indexed) that earlier
-    changes affect, replayed with knowledge as of ``known_at``, ranked."""
+               corrections: Iterable[Correction], known_at: int, recorded: Iterable[Trace] = (),
+               edits: Iterable[tuple[int, str, Merge]] = ()) -> list[Replay]:
+    """Every trace the versions or identity ``edits`` affect, and every trace in ``recorded`` (just
+    indexed) that earlier changes affect, replayed with knowledge as of ``known_at``, ranked."""
     found = touched_traces(versions, index.traces_reading, lambda t, e: traces_using(store, t, e),
                            lambda t, i: trace_of(store, t, i), known_at)
+    edited = identity_touched(edits, index.traces_reading_node, lambda t, i: trace_of(store, t, i), known_at)
+    for key, (trace, _) in edited.items():
+        found.setdefault(key, (trace, []))
     for trace in recorded:
         earlier = versions_read_by(store, index, trace, known_at)
         if earlier and trace.tx_at <= known_at:
             hit = found.setdefault((trace.tenant, trace.trace_id), (trace, []))
             hit[1].extend(v for v in earlier if v.edge_id not in {h.edge_id for h in hit[1]})
     listed = list(corrections)
-    return ranked(replay_trace(engine, trace, touching, listed, known_at) for trace, touching in found.values())
+    return ranked(replay_trace(engine, trace, touching, listed, known_at,
+                               edited.get((trace.tenant, trace.trace_id), (trace, []))[1])
+                  for trace, touching in found.values())
 
 
 def replays_since(store: LedgerStore, index: TraceIndex, engine: QueryEngine, tenant: str,
                   since: int | None, known_at: int) -> list[Replay]:
     """The tenant's traces touched by changes in ``(since, known_at]``, replayed as of ``known_at``."""
     catch_up(store, index, engine, tenant)
+    edits = identity_edits(store.merges(tenant), since if since is not None else -(1 << 62), known_at)
     return replays_of(store, index, engine, changed_versions(store, tenant, since, known_at),
-                      corrections_in(store, tenant, since, known_at), known_at)
+                      corrections_in(store, tenant, since, known_at), known_at, edits=edits)
 
 
 def replay_one(store: LedgerStore, index: TraceIndex, engine: QueryEngine, trace: Trace,
@@ -90,7 +106,13 @@ def replay_one(store: LedgerStore, index: TraceIndex, engine: QueryEngine, trace
         known = version.as_known_at(known_at) if version is not None else None
         if known is not None and affects(known, trace, known_at):
             touched[edge_id] = known
-    if not touched or trace.tx_at > known_at:
+    indexed = index.read_set(trace.tenant, trace.trace_id) or {}
+    read, named = indexed.get("read_set") or [], indexed.get("named") or []
+    assert isinstance(read, list) and isinstance(named, list)
+    nodes = {node for node, _, _ in read} | set(named)
+    edits = [edit for edit in identity_edits(store.merges(trace.tenant), trace.known_at, known_at)
+             if edit[2].keep in nodes or edit[2].absorb in nodes]
+    if not (touched or edits) or trace.tx_at > known_at:
         return None
     return replay_trace(engine, trace, touched.values(),
-                        corrections_in(store, trace.tenant, trace.known_at, known_at), known_at)
+                        corrections_in(store, trace.tenant, trace.known_at, known_at), known_at, edits)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from processors.model import Correction, EdgeVersion, EncodedVersion, SourceActivity, last_heard_tx
+from processors.model import Correction, EdgeVersion, EncodedVersion, Merge, SourceActivity, last_heard_tx
 from processors.pending import PendingLedger
 from state import codec
 from state.keys import encode_int, encode_int_desc, encode_str, pack
@@ -111,6 +111,17 @@ class LedgerStore(StoreReads):
                 # Keep the cached scan result exact: one entry per entity id, in key (= id) order.
                 others = [entry for entry in entries if entry[0] != alias.entity_id]
                 self._aliases[key] = tuple(sorted([*others, (alias.entity_id, alias.tx_from)]))
+        if pending.merge_rows:
+            by_tenant: dict[str, dict[str, Merge]] = {}
+            for (tenant, merge_id), merge in pending.merge_rows.items():
+                by_tenant.setdefault(tenant, {})[merge_id] = merge
+            for tenant, changed in by_tenant.items():
+                known = {merge.merge_id: merge for merge in self.merges(tenant)}
+                known.update(changed)  # a tenant read only now reads the rows just written: the same
+                self._merges[tenant] = tuple(known[merge_id] for merge_id in sorted(known))
+                self._identities.pop(tenant, None)
+        for tenant, _ in pending.placeholders:
+            self._placeholders[tenant] = True
 
     def _keep_believed(self, version: EdgeVersion) -> None:
         """Keep a cached believed-out entry exact: a believed version enters it, a closed one leaves."""
@@ -210,6 +221,12 @@ class LedgerStore(StoreReads):
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
         for alias in pending.aliases:
             puts.append((b"N" + pack(alias.tenant, alias.normalised, alias.entity_id), str(alias.tx_from).encode()))
+        for merge in pending.merge_rows.values():
+            puts.append((b"Q" + pack(merge.tenant, "m", merge.merge_id), codec.encode_merge(merge)))
+            for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare
+                puts.append((b"Q" + pack(merge.tenant, "e", entity_id, merge.merge_id), INDEX))
+        for tenant, entity_id in pending.placeholders:
+            puts.append((b"Z" + pack(tenant, entity_id), INDEX))
         for (tenant, event_id), outcome in pending.seen.items():
             puts.append((b"I" + pack(tenant, event_id), outcome.encode()))
         corrections: dict[str, list[Correction]] = {}

@@ -9,7 +9,7 @@ Rows (``state.keys.pack`` parts):
 
 =====  ==========================================  ============================================
 ``Z``  tenant, node, rel, ``o``/``i``, trace_id      nothing: the trace's answer read that adjacency
-``W``  tenant, trace_id                              the read set, or why it could not be derived
+``W``  tenant, trace_id                              the read set and the entities named, or why not derived
 ``M``  ``indexed``, tenant                           tx_at and trace_id of the last trace indexed
 =====  ==========================================  ============================================
 """
@@ -22,6 +22,7 @@ from pathlib import Path
 import orjson
 
 from processors.cache import ReadKey
+from processors.identity_map import IDENTITY_READ
 from processors.model import Trace
 from processors.replay import CannotRederive
 from state import codec
@@ -116,15 +117,22 @@ class TraceIndex:
         ordered = sorted(read_set)
         rows = [(b"Z" + pack(tenant, node, rel, DIRECTION[d], trace.trace_id), b"")
                 for tenant, node, rel, d in ordered]
-        rows.append((b"W" + pack(trace.tenant, trace.trace_id),
-                     orjson.dumps({"read_set": [[node, rel, d] for _, node, rel, d in ordered]})))
+        # What it read, and apart from it the entities its answer named (``identity_map.IDENTITY_READ``).
+        rows.append((b"W" + pack(trace.tenant, trace.trace_id), orjson.dumps({
+            "read_set": [[node, rel, d] for _, node, rel, d in ordered if rel != IDENTITY_READ],
+            "named": sorted({node for _, node, rel, _ in ordered if rel == IDENTITY_READ})})))
         return rows
 
     def traces_reading(self, read_key: ReadKey) -> list[str]:
         tenant, node, rel, d = read_key
         return [str(unpack(key[1:])[-1]) for key, _ in self.kv.scan(b"Z" + pack(tenant, node, rel, DIRECTION[d]))]
 
+    def traces_reading_node(self, tenant: str, node: str) -> list[str]:
+        """Traces whose answer read any adjacency of ``node`` or named it."""
+        return sorted({str(unpack(key[1:])[-1]) for key, _ in self.kv.scan(b"Z" + pack(tenant, node))})
+
     def read_set(self, tenant: str, trace_id: str) -> dict[str, object] | None:
-        """``{"read_set": [[node, rel, direction], ...]}`` or ``{"unknown": why}``; None if not indexed."""
+        """``{"read_set": [[node, rel, direction], ...], "named": [entity, ...]}`` or ``{"unknown": why}``;
+        None if not indexed."""
         raw = self.kv.get(b"W" + pack(tenant, trace_id))
         return orjson.loads(raw) if raw else None

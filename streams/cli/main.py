@@ -14,6 +14,7 @@ from streams.cli.adapt import adapt_app
 from streams.cli.eval_commands import eval_app
 from streams.cli.freshness import freshness_app
 from streams.cli.generate import generate
+from streams.cli.identity_commands import identity_app
 from streams.cli.options import CliError
 
 app = typer.Typer(
@@ -55,6 +56,7 @@ app.add_typer(traces_app, name="traces")
 app.add_typer(freshness_app)
 app.add_typer(adapt_app, name="adapt")
 app.add_typer(eval_app, name="eval")
+app.add_typer(identity_app, name="identity")
 app.command()(generate)
 
 

@@ -23,6 +23,7 @@ from processors.model import (
     Epoch,
     EventOutcome,
     Heartbeat,
+    Merge,
     ReviewItem,
     Trace,
 )
@@ -247,6 +248,10 @@ def _hold(held: _Open, kind: str | None, record: dict, partition: int) -> None:
         pending.add_entity(Entity(**record["entity"]))
     elif kind == "alias":
         pending.add_alias(AliasEntry(**record["alias"]))
+    elif kind == "merge":
+        pending.add_merge(Merge(**record["merge"]))
+    elif kind == "placeholder":
+        pending.add_placeholder(record["tenant"], record["entity_id"])
     elif kind == "correction":
         correction = _correction(held.parts, record)
         if correction is not None:

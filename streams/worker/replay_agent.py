@@ -22,6 +22,7 @@ from pathlib import Path
 import faust
 import orjson
 
+from processors.identity_map import identity_edits
 from processors.model import Trace
 from processors.queries import QueryEngine
 from schemas.ontology import Ontology, default_ontology
@@ -74,8 +75,10 @@ class BatchReplayer:
         engine = QueryEngine(store, self.ontology)
         recorded: list[Trace] = []
         catch_up(store, self.index, engine, tenant, recorded)
+        edits = identity_edits(store.merges(tenant), since if since is not None else -(1 << 62), last_tx)
         replays = replays_of(store, self.index, engine, changed_versions(store, tenant, since, last_tx),
-                             corrections_in(store, tenant, _earliest(since, recorded), last_tx), last_tx, recorded)
+                             corrections_in(store, tenant, _earliest(since, recorded), last_tx), last_tx, recorded,
+                             edits)
         messages: list[Message] = []
         for rank, replay in enumerate(replays):
             record = {"record_id": f"{tenant}/{batch}/{replay.trace.trace_id}", "batch": batch, "rank": rank,

@@ -720,6 +720,12 @@ class CountingReader:
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
         return self.inner.alias_targets(tenant, normalised, known_at)
 
+    def merges(self, tenant: str) -> Any:
+        return self.inner.merges(tenant)
+
+    def identity(self, tenant: str, known_at: int | None) -> Any:
+        return self.inner.identity(tenant, known_at)
+
 
 def anatomy(reader: LedgerStore, sampler: Sampler, results: dict) -> list[str]:
     """Versions decoded vs edge records counted for the 200-cap query; the cost of one hub adjacency."""

@@ -235,6 +235,31 @@ def test_identity_hook_drops_entries_that_read_either_entity(served: tuple[Ledge
     assert engine.run_with_status(request("owners-of", DASH))[1] == "hit"
 
 
+def test_a_merge_and_its_split_invalidate_exactly_the_answers_reading_or_naming_either_entity(
+        served: tuple[Ledger, CachedQueryEngine]) -> None:
+    ledger, engine = served
+    ledger.change("cmdb").asserts(DASH, "owned_by", PLAT).asserts(ETL, "depends_on", DASH).send()
+    uncached = QueryEngine(ledger.store, ONTOLOGY)
+    questions = {"reads S1": request("dependents-of", CONNECTOR), "names S3": request("dependents-of", DASH),
+                 "owner of S1": request("owners-of", REPORTS), "neither": request("owners-of", CONNECTOR)}
+    for question in questions.values():
+        engine.run(question)
+    records = []
+    engine.on_invalidation = records.append
+    merge_id = ledger.merge(REPORTS, DASH)
+    statuses = {name: engine.run_with_status(question) for name, question in questions.items()}
+    assert {name: status for name, (_, status) in statuses.items()} == {
+        "reads S1": "miss", "names S3": "miss", "owner of S1": "miss", "neither": "hit"}
+    assert all(result == uncached.run(questions[name]) for name, (result, _) in statuses.items())
+    assert {r.entity for r in statuses["reads S1"][0].results} == {REPORTS}, "S3 is S1 now"
+    assert records and records[-1].causing_identity_edits == [merge_id] and records[-1].causing_edge_ids == []
+    ledger.split(merge_id)
+    after_split = {name: engine.run_with_status(question) for name, question in questions.items()}
+    assert {name: status for name, (_, status) in after_split.items()} == {
+        "reads S1": "miss", "names S3": "miss", "owner of S1": "miss", "neither": "hit"}
+    assert all(result == uncached.run(questions[name]) for name, (result, _) in after_split.items())
+
+
 @pytest.mark.parametrize("memory_entries", [0, 2_000], ids=["entry-reloaded-from-kv", "entry-in-memory-front"])
 def test_a_hit_right_after_a_miss_parses_no_json(ledger: Ledger, memory_entries: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:

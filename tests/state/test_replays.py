@@ -149,7 +149,7 @@ def test_the_index_catches_up_once_and_records_why_a_read_set_is_unknown(scenari
     ledger.send(trace("bad", "no-such-query", C, "none", "2026-04-22T10:00:00Z"))
     replays(ledger, index)
     assert str(index.read_set("acme", "bad")["unknown"]).startswith("unknown query 'no-such-query'")
-    assert index.read_set("acme", "own-c-ext") == {"read_set": [[C, "owned_by", "out"]]}
+    assert index.read_set("acme", "own-c-ext") == {"read_set": [[C, "owned_by", "out"]], "named": [C, ANA]}
     assert index.catch_up(ledger.store, "acme", lambda t: frozenset()) == 0  # nothing new since
 
 
@@ -174,3 +174,24 @@ def test_the_traces_recording_order_rows_leave_the_workers_bookkeeping_alone() -
     organisation(ledger)
     ledger.send(*TRACES)
     assert PipelineStore(ledger.kv).input_offsets() == {}
+
+
+def test_a_merge_touches_the_traces_that_read_or_named_either_entity_and_its_split_again() -> None:
+    """S5 turns out to be S1 recorded twice: the answers that read S1 or S5, or named them, are replayed;
+    the rest are not. The split touches them again, and their answer is as before the merge."""
+    ledger = Ledger()
+    organisation(ledger)
+    ledger.at("2026-04-23T00:00:00Z").send(*TRACES)
+    ledger.at("2026-05-03T00:00:00Z")
+    merge_id = ledger.merge(S1, S5)
+    index = TraceIndex(MemoryKV())
+    listed = {r["trace_id"]: r for r in replays(ledger, index, known_at="2026-05-04T00:00:00Z")}
+    assert set(listed) == {"own-s1", "own-s5", "dep-c-ext", "dep-c-march", "dep-d", "appr-c", "appr-d"}
+    assert listed["own-s1"]["added"] == [PLAT] and listed["own-s1"]["verdict"] == "changed"
+    assert listed["dep-d"]["added"] == [S1] and listed["dep-d"]["removed"] == [S5]
+    (change,) = listed["own-s5"]["changes"]
+    assert change["event_id"] == merge_id and change["cause"] == "merge" and change["entities"] == [S1, S5]
+    ledger.at("2026-05-10T00:00:00Z").split(merge_id)
+    after = {r["trace_id"]: r for r in replays(ledger, index, since="2026-05-05T00:00:00Z")}
+    assert set(after) == set(listed)
+    assert all(r["before"] == r["after"] for r in after.values()), "after the split, the answers are as recorded"

@@ -89,6 +89,21 @@ class Ledger:
             "source": source, "detected_at": detected_at, "mode": mode, "assert": [], "retract": [], **extra,
         })
 
+    def merge(self, keep: str, absorb: str, event_id: str | None = None, actor: str = "alice",
+              reason: str = "the same service") -> str:
+        """Send a merge command; its id (a split names it)."""
+        event_id = event_id or f"m-{next(_ids)}"
+        self.send({"kind": "merge", "event_id": event_id, "tenant": self.tenant, "keep": keep, "absorb": absorb,
+                   "actor": actor, "reason": reason})
+        return event_id
+
+    def split(self, merge_id: str, event_id: str | None = None, actor: str = "bob",
+              reason: str = "not the same after all") -> str:
+        event_id = event_id or f"s-{next(_ids)}"
+        self.send({"kind": "split", "event_id": event_id, "tenant": self.tenant, "merge": merge_id, "actor": actor,
+                   "reason": reason})
+        return event_id
+
     # -- reading ------------------------------------------------------------------------------------
     def query(self, name: str, entity: str, valid_at: str = FAR_FUTURE, known_at: str = FAR_FUTURE,
               tenant: str | None = None, **options: Any) -> QueryResult:

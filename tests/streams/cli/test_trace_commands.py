@@ -51,7 +51,8 @@ def test_show_explains_one_trace_and_list_lists_them_all(scenario) -> None:
     state, _ = scenario
     shown = json.loads(edgeledger("traces", "show", "own-c-ext", "--state", str(state), "--tenant", "acme",
                                   "--known-at", NOW, "--json").stdout)
-    assert shown["read"] == {"read_set": [["Component:cmdb:CI0042", "owned_by", "out"]]}
+    assert shown["read"] == {"read_set": [["Component:cmdb:CI0042", "owned_by", "out"]],
+                             "named": ["Component:cmdb:CI0042", "Team:hr:T-ANA"]}
     assert shown["replay"]["verdict"] == "changed"
     untouched = json.loads(edgeledger("traces", "show", "own-s5", "--state", str(state), "--tenant", "acme",
                                       "--json").stdout)

@@ -546,6 +546,8 @@ def test_every_record_the_builders_emit_is_of_its_kinds_model() -> None:
     _, log = _logged_load(DEMO_EVENTS.read_bytes().splitlines(), epoch=(0, 3))
     parted = outbox_for(_pending_with_a_large_correction(), [], {("in", 0): 1}, "b-9", log_partitions=1,
                         first={("in", 0): 1})
+    _, merged = _logged_load(_merged_and_split())
+    log += merged
     log += [record.value for record in parted if record.topic == "edge-versions"]
     log += [_fence(0, 3), probe_record()[1], input_reset_record(0, [("in", 0)], (0, 3), "a new topic"),
             input_reset_record(0, [("in", 0)], None, "a new topic")]
@@ -553,11 +555,35 @@ def test_every_record_the_builders_emit_is_of_its_kinds_model() -> None:
     for raw in log:
         record = models.validate_json(raw, strict=True)
         kinds.add(record["kind"])
-    assert kinds == {"edge_version", "entity", "alias", "correction", "review", "dead_letter", "trace", "heartbeat",
-                     "batch", "fence", "probe", "input_reset"}
+    assert kinds == {"edge_version", "entity", "alias", "merge", "placeholder", "correction", "review", "dead_letter",
+                     "trace", "heartbeat", "batch", "fence", "probe", "input_reset"}
     marker = next(orjson.loads(raw) for raw in log if is_marker(raw))
     with pytest.raises(ValidationError, match="from"):
         models.validate_python({key: value for key, value in marker.items() if key != "from"}, strict=True)
+
+
+def _merged_and_split() -> list[bytes]:
+    """A placeholder absorbed by the entity that names it, a merge of two services, and its split."""
+    ledger = Ledger()
+    ledger.at("2026-03-01T00:00:00Z").change("sheet").asserts("Service:billing", "owned_by", "Team:hr:T1").send()
+    change = ledger.change("cmdb")
+    change.event["assert"].append({"src": {"type": "Service", "id": "cmdb:S7", "name": "Billing"}, "rel": "owned_by",
+                                   "dst": {"type": "Team", "id": "hr:T1"}})
+    change.send()
+    ledger.change("cmdb").asserts("Service:cmdb:S8", "depends_on", "Service:cmdb:S9").send()
+    ledger.split(ledger.merge("Service:cmdb:S8", "Service:cmdb:S9", event_id="m-8"))
+    ledger.merge("Service:cmdb:S8", "Service:cmdb:S9", event_id="m-9")
+    return [line.encode() if isinstance(line, str) else line for line in ledger.lines]
+
+
+def test_merges_and_placeholders_travel_on_the_log() -> None:
+    """A rebuilt worker or a replica holds the same merges (the split one closed) and placeholders."""
+    store, log = _logged_load(_merged_and_split())
+    rebuilt = LedgerStore(MemoryKV())
+    Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), {})
+    assert list(rebuilt.merges("acme")) == list(store.merges("acme")) and len(store.merges("acme")) == 3
+    assert [m.tx_to is None for m in rebuilt.merges("acme") if m.actor != "matcher"] == [False, True]
+    assert rebuilt.has_placeholders("acme") and sorted(rebuilt.kv.scan(b"Q")) == sorted(store.kv.scan(b"Q"))
 
 
 def _pending_with_a_large_correction() -> PendingLedger:

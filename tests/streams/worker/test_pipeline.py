@@ -182,3 +182,44 @@ def test_a_dead_letter_too_large_for_kafka_does_not_stop_the_worker(own_broker, 
     assert letter["original"] == huge[:ORIGINAL_KEPT]
     with reading(tmp_path / "state") as store:
         assert [d.original for d in store.dead_letters()] == [huge]
+
+
+def test_merges_and_splits_through_the_worker_reach_the_same_identities_as_load(kafka_broker, tmp_path: Path) -> None:
+    """Identity commands travel on their own topic, so they are produced once the changes they name are
+    applied (as an operator issues them); the worker and ``load`` then hold the same merges."""
+    from state.open import reading
+
+    changes, commands = tmp_path / "changes.jsonl", tmp_path / "commands.jsonl"
+    changes.write_text(json.dumps({**GOOD_CHANGE, "assert": [
+        {"src": {"type": "Service", "id": "cmdb:S1"}, "rel": "depends_on", "dst": {"type": "Host", "id": "cmdb:H1"}},
+        {"src": {"type": "Service", "id": "cmdb:S9"}, "rel": "depends_on", "dst": {"type": "Host", "id": "cmdb:H9"}},
+        {"src": {"type": "Service", "id": "cmdb:S8"}, "rel": "depends_on", "dst": {"type": "Host", "id": "cmdb:H9"}},
+        {"src": {"type": "Service", "name": "billing"}, "rel": "depends_on", "dst": {"type": "Host", "id": "cmdb:H1"}},
+    ]}) + "\n")
+    merge = {"kind": "merge", "tenant": "acme", "actor": "alice", "reason": "one service"}
+    commands.write_text("".join(json.dumps(e) + "\n" for e in [
+        {**merge, "event_id": "m-1", "keep": "Service:cmdb:S1", "absorb": "Service:cmdb:S9"},
+        {**merge, "event_id": "m-2", "keep": "Service:cmdb:S1", "absorb": "Service:cmdb:S8"},
+        {"kind": "split", "event_id": "s-1", "tenant": "acme", "merge": "m-1", "actor": "bob"},
+        {**merge, "event_id": "m-bad", "keep": "Service:cmdb:S1", "absorb": "Service:cmdb:S8"},
+    ]))
+    topics = fresh_topics()
+    ensure_topics(kafka_broker.bootstrap, topics)
+    produce_files([changes], kafka_broker.bootstrap, topics, progress=False)
+    run_to_the_end(tmp_path / "run", kafka_broker.bootstrap, topics, "g-merges")
+    produce_files([commands], kafka_broker.bootstrap, topics, progress=False)
+    run_to_the_end(tmp_path / "run", kafka_broker.bootstrap, topics, "g-merges")
+    load_into(tmp_path / "load", [changes, commands], simulated_clock=False, ontology_path=None)
+
+    def identities(state: Path) -> tuple[list[tuple], list[str | None]]:
+        with reading(state) as store:
+            merges = [(m.merge_id, m.keep, m.absorb, m.actor, m.tx_to is None, m.split_id)
+                      for m in store.merges("acme")]
+            letters = sorted(d.event_id for d in store.dead_letters() if d.tenant == "acme")
+        return merges, letters
+
+    ran, loaded = identities(tmp_path / "run"), identities(tmp_path / "load")
+    assert ran == loaded
+    assert [m[:3] for m in ran[0]] == [("m-1", "Service:cmdb:S1", "Service:cmdb:S9"),
+                                       ("m-2", "Service:cmdb:S1", "Service:cmdb:S8")]
+    assert ran[1] == ["m-bad"]
