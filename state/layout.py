@@ -55,9 +55,7 @@ whole (``StoreReads.merges``, cached); a tenant with none costs a dictionary loo
 lists the placeholders so that a tenant with none skips the absorption check.
 
 A state directory records its format (``M`` ``format``); a state in any other is refused with
-``StateFormatError``, which says to rebuild it. Format 5 is format 6 without ``Q`` and ``Z`` rows:
-it is read as it is and records format 6 at its first commit (its placeholders, which have no ``Z``
-row, are absorbed only once loaded again), so that an edgeledger that knows no merges refuses it.
+``StateFormatError``, which says to rebuild it.
 """
 
 from __future__ import annotations
@@ -78,9 +76,7 @@ INDEX: Final = b""
 LAST_TX: Final = b"M" + pack("last_tx")
 FORMAT: Final = b"M" + pack("format")
 FORMAT_VERSION: Final = b"6"
-"""The layout this edgeledger writes: the tables above."""
-READABLE_FORMATS: Final = (FORMAT_VERSION, b"5")
-"""The layouts it reads: format 5 had no merges (see above)."""
+"""The one layout this edgeledger reads and writes: the tables above."""
 TX_BYTES: Final = 9
 """An encoded ``tx_from`` in an ``A`` key (``keys.encode_int``): the edge id follows it."""
 
@@ -90,16 +86,15 @@ class StateFormatError(ValueError):
 
 
 def recorded_format(kv: OrderedKV) -> bool:
-    """Whether the KV records this format (False: it holds no ledger state yet, or state in format 5,
-    and the first commit records it). Raises ``StateFormatError`` for state in any other format, or
-    with none recorded."""
+    """Whether the KV records this format (False: it holds no ledger state yet, and the first commit
+    records it). Raises ``StateFormatError`` for state in any other format, or with none recorded."""
     stored = kv.get(FORMAT)
     if stored is None:
         if _holds_no_versions(kv):
             return False
         stored = b"1"  # versions, and no format: the first format recorded none
-    if stored in READABLE_FORMATS:
-        return stored == FORMAT_VERSION
+    if stored == FORMAT_VERSION:
+        return True
     raise StateFormatError(
         f"the state directory holds ledger state in format {stored.decode()}, this edgeledger reads format "
         f"{FORMAT_VERSION.decode()}: load the events again into a new directory, or let a worker rebuild it "

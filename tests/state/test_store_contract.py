@@ -84,20 +84,6 @@ def test_state_in_an_older_layout_is_refused_with_a_clear_reason() -> None:
         LedgerStore(ledger.kv)
 
 
-def test_state_in_format_5_is_read_and_records_format_6_at_its_next_commit() -> None:
-    """Format 5 is format 6 without merges: it opens as it is, and its next commit marks it as 6, so that
-    an edgeledger that knows no merges refuses it from then on."""
-    from state.keys import pack
-    from state.store import LedgerStore
-
-    ledger = late_correction(Ledger())
-    ledger.kv.write([(b"M" + pack("format"), b"5")])
-    ledger.store = LedgerStore(ledger.kv)
-    assert ledger.owners("Component:cmdb:CI0042") == {"Team:hr:T-PLAT"}
-    ledger.change("cmdb").asserts("Service:cmdb:S1", "depends_on", "Component:cmdb:CI0042").send()
-    assert ledger.kv.get(b"M" + pack("format")) == b"6"
-
-
 def test_a_past_adjacency_read_is_exactly_what_was_recorded_by_then(backend) -> None:
     """Adjacency rows are in order of recording; a read as of known_at stops at the key alone."""
     from tests.support.generate import generate_events
