@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
+from processors.matching import Candidate
 from processors.model import Direction, EdgeVersion, Entity
 from processors.ports import GraphReader
 from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, plan_for, resolve_anchor
@@ -193,6 +194,10 @@ class RecordingReader:
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
         return self.inner.alias_targets(tenant, normalised, known_at)
+
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        return self.inner.blocked(tenant, entity_type, keys, known_at)
 
 
 @dataclass

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from processors.model import Direction, EdgeVersion, Entity
+from processors.matching import Candidate
+from processors.model import Decision, Direction, EdgeVersion, Entity, ReviewItem
 
 
 class LedgerReader(Protocol):
@@ -34,11 +35,23 @@ class LedgerReader(Protocol):
         """Entity ids the alias names, as of ``known_at`` (``None``: everything recorded)."""
         ...
 
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        """The aliases filed under any of the blocking ``keys`` (``matching.blocking_keys``), of
+        ``entity_type`` (``None``: any), as of ``known_at``; at most ``matching.BLOCK_READ`` per key."""
+        ...
+
     def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
         """The still-believed versions whose provenance is this source record (what it says now)."""
         ...
 
     def event_seen(self, tenant: str, event_id: str) -> bool: ...
+
+    def review_item(self, tenant: str, review_id: str) -> ReviewItem | None: ...
+
+    def decision(self, tenant: str, review_id: str) -> Decision | None:
+        """The decision that closed the review item, or None while it is open."""
+        ...
 
     def events_seen(self, keys: list[tuple[str, str]]) -> list[bool]:
         """``event_seen`` of each (tenant, event id), in order, in one read."""
@@ -65,3 +78,6 @@ class GraphReader(Protocol):
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]: ...
+
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]: ...

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from processors.matching import Candidate
 from processors.model import Direction, EdgeVersion, Entity, SourceActivity
 from state.open import open_reader
 from state.store import LedgerStore
@@ -115,6 +116,10 @@ class LedgerFollower:
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
         return self.store.alias_targets(tenant, normalised, known_at)
+
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        return self.store.blocked(tenant, entity_type, keys, known_at)
 
     def last_tx(self) -> int:
         return self.store.last_tx()

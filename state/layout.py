@@ -8,6 +8,8 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``T``  tenant, last tx of a batch                                  (tx, ``a``/``c``, edge_id) the batch appended/closed
 ``E``  tenant, entity_id                                            entity (type, latest name)
 ``N``  tenant, normalised alias, entity_id                          tx the alias was recorded
+``G``  tenant, blocking key, entity type, alias, entity_id         tx of the ``N`` row: its blocks
+``U``  tenant, ``r``, review_id / tenant, ``e``, entity_id, ...     a review decision / by entity
 ``B``  tenant, system, record or "", edge_id                         the version, while still believed
 ``I``  tenant, event_id                                             outcome (idempotent re-delivery)
 ``K``  tenant, last tx of a batch                                  the batch's correction events
@@ -66,7 +68,7 @@ INDEX: Final = b""
 """The value of an index row (``A``): the key says it all."""
 LAST_TX: Final = b"M" + pack("last_tx")
 FORMAT: Final = b"M" + pack("format")
-FORMAT_VERSION: Final = b"5"
+FORMAT_VERSION: Final = b"6"
 """The one layout this edgeledger reads and writes: the tables above."""
 TX_BYTES: Final = 9
 """An encoded ``tx_from`` in an ``A`` key (``keys.encode_int``): the edge id follows it."""

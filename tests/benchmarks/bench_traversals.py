@@ -58,6 +58,7 @@ from typing import Any
 
 import orjson
 
+from processors.matching import Candidate
 from processors.queries import QueryEngine, QueryRequest, plan_for
 from processors.traversal import Limits, traverse
 from schemas.ontology import default_ontology
@@ -719,6 +720,10 @@ class CountingReader:
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:
         return self.inner.alias_targets(tenant, normalised, known_at)
+
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        return self.inner.blocked(tenant, entity_type, keys, known_at)
 
 
 def anatomy(reader: LedgerStore, sampler: Sampler, results: dict) -> list[str]:
