@@ -96,13 +96,19 @@ def _unglued(token: str) -> str:
     return token
 
 
+@lru_cache(maxsize=1 << 16)
+def _plain(normalised: str) -> tuple[str, ...]:
+    """The name's tokens without decorating words and glued suffixes, not stemmed."""
+    tokens = normalised.split()
+    kept = [token for token in tokens if token not in AFFIX_WORDS] or tokens
+    return tuple(_unglued(token) for token in kept)
+
+
 @lru_cache(maxsize=1 << 16)  # Speed: aliases recur (every commit of an alias computes its keys).
 def core_of(normalised: str) -> tuple[str, ...]:
     """The tokens that identify a normalised name (``identity.normalise_name``): decorating words off,
     a glued suffix off, each token stemmed. A name made only of such words keeps them."""
-    tokens = normalised.split()
-    kept = [token for token in tokens if token not in AFFIX_WORDS] or tokens
-    return tuple(_stem(_unglued(token)) for token in kept)
+    return tuple(_stem(token) for token in _plain(normalised))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -125,12 +131,14 @@ def blocking_keys(normalised: str) -> tuple[str, ...]:
 
 def similarity(a: str, b: str) -> float:
     """0..100: how alike two normalised names are, judged on their cores (as one word, and as sorted
-    tokens, so word order does not count)."""
+    tokens, so word order does not count), and unstemmed (a glued name's words are not stemmed)."""
     core_a, core_b = core_of(a), core_of(b)
     compact_a, compact_b = "".join(core_a), "".join(core_b)
-    if compact_a == compact_b:
+    plain_a, plain_b = "".join(_plain(a)), "".join(_plain(b))
+    if compact_a == compact_b or plain_a == plain_b:
         return 100.0
     return max(Indel.normalized_similarity(compact_a, compact_b) * 100.0,
+               Indel.normalized_similarity(plain_a, plain_b) * 100.0,
                token_sort_ratio(" ".join(core_a), " ".join(core_b)))
 
 
