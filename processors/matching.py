@@ -25,6 +25,7 @@ from typing import Final, Literal, NamedTuple
 
 from rapidfuzz.distance import Indel
 from rapidfuzz.fuzz import token_sort_ratio
+from rapidfuzz.process import extract
 
 MATCH_AT: Final = 90.0
 """The lowest score that matches: one slip in a name of some ten letters still does."""
@@ -41,7 +42,7 @@ AFFIX_WORDS: Final = frozenset({
 """Words that decorate a name without telling entities apart: dropped from its core (unless nothing is left)."""
 GLUED_SUFFIXES: Final = ("service", "svc", "pipeline", "team")
 """The same words glued to a CamelCase name, normalised to one word (``reportingservice``)."""
-BLOCK_READ: Final = 64
+BLOCK_READ: Final = 32
 """Aliases read per blocking key at most: a key shared by more (a word every team uses) is a poor one,
 and reading all of it would make a lookup's cost grow with the organisation. What a cap leaves out is
 what ``eval resolution``'s blocking recall measures."""
@@ -129,17 +130,31 @@ def blocking_keys(normalised: str) -> tuple[str, ...]:
     return tuple(keys)
 
 
+@lru_cache(maxsize=1 << 16)
+def _forms(normalised: str) -> tuple[str, str, str]:
+    """What ``similarity`` compares: the core as one word, unstemmed as one word, the core's words."""
+    core = core_of(normalised)
+    return "".join(core), "".join(_plain(normalised)), " ".join(core)
+
+
 def similarity(a: str, b: str) -> float:
     """0..100: how alike two normalised names are, judged on their cores (as one word, and as sorted
     tokens, so word order does not count), and unstemmed (a glued name's words are not stemmed)."""
-    core_a, core_b = core_of(a), core_of(b)
-    compact_a, compact_b = "".join(core_a), "".join(core_b)
-    plain_a, plain_b = "".join(_plain(a)), "".join(_plain(b))
-    if compact_a == compact_b or plain_a == plain_b:
-        return 100.0
-    return max(Indel.normalized_similarity(compact_a, compact_b) * 100.0,
-               Indel.normalized_similarity(plain_a, plain_b) * 100.0,
-               token_sort_ratio(" ".join(core_a), " ".join(core_b)))
+    return _scores(a, [b])[0]
+
+
+def _scores(name: str, others: list[str]) -> list[float]:
+    """``similarity`` of ``name`` with each of ``others``, each measure run over all of them in
+    rapidfuzz's C loop (a Python call per pair cost more than the comparisons)."""
+    compact, plain, words = _forms(name)
+    forms = [_forms(other) for other in others]
+    best = [0.0] * len(others)
+    for at, query, scorer, scale in ((0, compact, Indel.normalized_similarity, 100.0),
+                                     (1, plain, Indel.normalized_similarity, 100.0),
+                                     (2, words, token_sort_ratio, 1.0)):
+        for _, score, index in extract(query, [form[at] for form in forms], scorer=scorer, limit=None):
+            best[index] = max(best[index], score * scale)
+    return best
 
 
 def best_match(entity_type: str | None, name: str, candidates: Iterable[Candidate]) -> Match:
@@ -148,10 +163,9 @@ def best_match(entity_type: str | None, name: str, candidates: Iterable[Candidat
     'Platform' is not a Service 'Platform'); ``entity_type`` None (a query anchor with no type) lets
     any type compete, so two alike of different types abstain."""
     best: dict[str, Scored] = {}
-    for candidate in candidates:
-        if entity_type is not None and candidate.type != entity_type:
-            continue
-        score = similarity(name, candidate.alias)
+    # One alias is filed under several keys: scored once (dict.fromkeys keeps the order, drops repeats).
+    typed = [c for c in dict.fromkeys(candidates) if entity_type is None or c.type == entity_type]
+    for candidate, score in zip(typed, _scores(name, [c.alias for c in typed]), strict=True):
         held = best.get(candidate.entity_id)
         if held is None or score > held.score:
             best[candidate.entity_id] = Scored(candidate.entity_id, score, candidate.alias)
