@@ -155,10 +155,10 @@ class StoreReads:
 
     def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
                 known_at: int | None = None) -> list[Candidate]:
-        """The ``G`` rows under each key (of ``entity_type``, when given), ``BLOCK_READ`` at most per key."""
+        """The ``U`` ``b`` rows under each key (of ``entity_type``, when given), ``BLOCK_READ`` at most per key."""
         found: list[Candidate] = []
         for key in keys:
-            prefix = b"G" + (pack(tenant, key) if entity_type is None else pack(tenant, key, entity_type))
+            prefix = b"U" + (pack(tenant, "b", key) if entity_type is None else pack(tenant, "b", key, entity_type))
             read = 0
             for row, value in self.kv.scan(prefix):
                 if read == BLOCK_READ:
@@ -166,7 +166,7 @@ class StoreReads:
                 read += 1
                 if known_at is not None and int(value) > known_at:
                     continue
-                _, _, of_type, alias, entity_id = unpack(row[1:])
+                _, _, _, of_type, alias, entity_id = unpack(row[1:])
                 found.append(Candidate(str(entity_id), str(of_type), str(alias)))
         return found
 

@@ -214,7 +214,8 @@ class LedgerStore(StoreReads):
             puts.append((b"N" + pack(alias.tenant, alias.normalised, alias.entity_id), recorded))
             entity_type = entity_type_of(alias.entity_id)
             for key in blocking_keys(alias.normalised):
-                puts.append((b"G" + pack(alias.tenant, key, entity_type, alias.normalised, alias.entity_id), recorded))
+                puts.append((b"U" + pack(alias.tenant, "b", key, entity_type, alias.normalised, alias.entity_id),
+                             recorded))
         for (tenant, event_id), outcome in pending.seen.items():
             puts.append((b"I" + pack(tenant, event_id), outcome.encode()))
         corrections: dict[str, list[Correction]] = {}
