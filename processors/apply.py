@@ -1,5 +1,6 @@
 """Applying one validated event to a ``PendingLedger``, by kind: a change through entity resolution
-and the versioner, revocations, identity commands (alias, merge, split), traces and heartbeats. An event that cannot be
+and the versioner, revocations, identity commands (alias, merge, split), review decisions, traces and
+heartbeats. An event that cannot be
 applied raises ``Rejected`` (it is dead-lettered) or ``Parked`` (it waits for review); the caller,
 ``processors.ledger.LedgerProcessor``, turns either into data."""
 
@@ -9,7 +10,7 @@ from sys import intern
 from typing import Any
 
 from processors.clock import micros_of
-from processors.identity import Mention, MentionResolver, Resolution
+from processors.identity import Decided, Mention, MentionResolver, Resolution, normalise_name
 from processors.identity_map import (
     MatchPredicate,
     merge_refusal,
@@ -17,7 +18,8 @@ from processors.identity_map import (
     split,
     split_refusal,
 )
-from processors.model import Heartbeat, LogicalEdge, Merge, Trace, fields_of
+from processors.matching import entity_type_of
+from processors.model import Decision, Heartbeat, LogicalEdge, Merge, ReviewItem, Trace, fields_of
 from processors.pending import PendingLedger
 from processors.versioning import WORDED, Fact, Provenance, Versioner
 from processors.vocabulary import Vocabulary
@@ -25,6 +27,7 @@ from schemas.events import (
     AliasCommand,
     Assertion,
     ChangeEvent,
+    DecisionCommand,
     EntityMention,
     HeartbeatEvent,
     MergeCommand,
@@ -33,6 +36,7 @@ from schemas.events import (
     RevokeSourceEvent,
     SplitCommand,
     TraceEvent,
+    validate_event_json,
 )
 
 
@@ -88,6 +92,8 @@ def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocab
                 raise Rejected(refusal)
             assert merge is not None
             ledger.add_merge(split(merge, event.event_id, event.actor, event.reason, tx))
+        case DecisionCommand():
+            _apply_decision(event, ledger, tx, vocabulary)
         case TraceEvent():
             ledger.traces.append(
                 Trace(
@@ -119,15 +125,77 @@ def _apply_merge(event: MergeCommand, ledger: PendingLedger, tx: int) -> None:
     ledger.add_merge(Merge(tenant, event.event_id, keep, absorb, event.actor, event.reason, tx))
 
 
+def _apply_decision(event: DecisionCommand, ledger: PendingLedger, tx: int, vocabulary: Vocabulary) -> None:
+    """Close a review item as a person decided. ``choose`` and ``new`` apply the parked change event
+    with its mention resolved to the chosen or a new entity (so its name becomes an alias of that
+    entity); ``reject`` applies nothing. If another mention of the same event is ambiguous too, the
+    event is parked again under a new item that remembers this decision."""
+    tenant, review_id = event.tenant, event.review_id
+    item = ledger.review_item(tenant, review_id)
+    if item is None:
+        raise Rejected(f"no review item {review_id!r} for tenant {tenant!r}")
+    done = ledger.decision(tenant, review_id)
+    if done is not None:
+        raise Rejected(f"review item {review_id!r} was already decided ({done.decision}, by {done.actor!r}, "
+                       f"event {done.event_id!r}); a decision is final")
+    stated = item.details.get("mention")
+    mention = stated if item.category == "ambiguous_entity" and isinstance(stated, dict) else None
+    offered = item.details.get("candidates")
+    candidates = tuple(str(c) for c in offered) if isinstance(offered, list) else ()
+    entity: str | None = None
+    if event.decision != "reject":
+        if mention is None or item.original is None:
+            raise Rejected(f"review item {review_id!r} ({item.category}) holds no parked mention to resolve: "
+                           "it can only be rejected")
+        entity_type, normalised = str(mention["type"]), normalise_name(str(mention["name"]))
+        entity = _decided_entity(event, ledger, entity_type, normalised)
+        earlier = item.details.get("decided")
+        decided: Decided = {(str(t), str(n)): str(e) for t, n, e in earlier} if isinstance(earlier, list) else {}
+        decided[(entity_type, normalised)] = entity
+        parked = validate_event_json(item.original)
+        if not isinstance(parked, ChangeEvent):
+            raise Rejected(f"review item {review_id!r} parks a {parked.kind} event, not a change: reject it")
+        try:
+            _apply_change(parked, ledger, tx, vocabulary, decided=decided)
+        except Parked as again:
+            ledger.review_items.append(ReviewItem(
+                review_id=f"{review_id}.{len(decided)}", tenant=tenant, event_id=item.event_id, tx_at=tx,
+                category=again.category, reason=str(again),
+                details={**again.details, "decided": [[t, n, e] for (t, n), e in decided.items()]},
+                original=item.original))
+        except Rejected as refused:
+            raise Rejected(f"the event parked in review item {review_id!r} cannot be applied: {refused}; "
+                           "reject the item instead") from None
+    ledger.decisions.append(Decision(tenant, review_id, event.event_id, event.decision, entity, event.actor,
+                                     event.reason, tx, item.category, mention, candidates))
+    ledger.counts.review_decided += 1
+    if event.decision == "reject":
+        ledger.counts.review_rejected += 1
+
+
+def _decided_entity(event: DecisionCommand, ledger: PendingLedger, entity_type: str, normalised: str) -> str:
+    """The entity a ``choose`` names (known, of the mention's type), or the id of a ``new`` one."""
+    if event.decision == "choose":
+        assert event.entity is not None  # the schema requires it with choose
+        if entity_type_of(event.entity) != entity_type:
+            raise Rejected(f"entity {event.entity!r} is not a {entity_type}, the type of the parked mention")
+        if ledger.entity(event.tenant, event.entity) is None:
+            raise Rejected(f"unknown entity {event.entity!r} for tenant {event.tenant!r}")
+        return event.entity
+    new = f"{entity_type}:~{normalised}"
+    # The name's own id may already be taken (by an entity since renamed): the review item tells them apart.
+    return new if ledger.entity(event.tenant, new) is None else f"{new}~{event.review_id}"
+
+
 def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary: Vocabulary,
-                  placeholder_match: MatchPredicate) -> None:
+                  placeholder_match: MatchPredicate = same_normalised_name, decided: Decided | None = None) -> None:
     # Speed: every field of the event is read once, from the models' ``fields_of``. The names that
     # key the ledger's caches (tenant, relationship, source system, entity ids) are interned: late
     # in a large load most cache lookups miss the CPU caches, and a key made of the very strings
     # the cache holds compares by identity instead of reading the stored strings' text.
     stated_event = fields_of(event)
     tenant: str = intern(stated_event["tenant"])
-    resolver = MentionResolver(ledger, tenant, stated_event["event_id"], placeholder_match)
+    resolver = MentionResolver(ledger, tenant, stated_event["event_id"], placeholder_match, decided)
     assertions = [_stated(resolver, item, True) for item in stated_event["assert_"]]
     retractions = [_stated(resolver, item, False) for item in stated_event["retract"]]
     for index, stated in enumerate(assertions):
@@ -173,12 +241,18 @@ def _resolve(resolver: MentionResolver, stated: EntityMention) -> tuple[Mention,
     mention = Mention.of(stated)
     resolution: Resolution = resolver.resolve(mention)
     if resolution.kind == "ambiguous":
-        raise Parked(
-            "ambiguous_entity",
-            f"the name {mention.name!r} matches several {mention.type} entities; "
-            "abstaining rather than guessing",
-            {"mention": mention.as_json(), "candidates": list(resolution.candidates)},
-        )
+        details: dict[str, object] = {"mention": mention.as_json(), "candidates": list(resolution.candidates)}
+        if resolution.scored:
+            details["scores"] = [{"entity": s.entity_id, "score": round(s.score, 1), "alias": s.alias}
+                                 for s in resolution.scored]
+            why = "is like more than one of them, or not clearly like any" if len(resolution.scored) > 1 \
+                else "is like one of them, but not clearly enough"
+            reason = (f"the name {mention.name!r} names no {mention.type} exactly and {why}; "
+                      "abstaining rather than guessing")
+        else:
+            reason = (f"the name {mention.name!r} matches several {mention.type} entities; "
+                      "abstaining rather than guessing")
+        raise Parked("ambiguous_entity", reason, details)
     assert resolution.entity_id is not None
     return mention, resolution.entity_id
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
 from processors.identity_map import IdentityMap, identity_edits
+from processors.matching import Candidate
 from processors.model import Direction, EdgeVersion, Entity, Merge
 from processors.ports import GraphReader
 from processors.queries import QueryEngine, QueryRequest, StaleSources, no_stale_sources, plan_for, resolve_anchor
@@ -202,6 +203,10 @@ class RecordingReader:
 
     def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
         return self.inner.identity(tenant, known_at)
+
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        return self.inner.blocked(tenant, entity_type, keys, known_at)
 
 
 @dataclass

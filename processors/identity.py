@@ -1,11 +1,14 @@
-"""Entity identity, the first cut: identifiers first, then an exact normalised-name alias lookup.
+"""Entity identity: identifiers first, then the alias table, then blocking and fuzzy matching.
 
 A mention with a system-of-record id is ``Type:id``; its name and aliases become aliases of that
-id. A mention with only a name resolves through the alias table to exactly one entity of its
-type; with no match it becomes a new entity keyed by its normalised name (``Type:~name``); with
-several matches we abstain and the event waits in the review queue; names of entities merged into
-one (``processors.identity_map``) name that one. A new system-of-record entity absorbs, by a merge,
-the placeholders its names match (``MatchPredicate``).
+id. A mention with only a name resolves through the alias table (an exact normalised name) to
+exactly one entity of its type; several such entities, and we abstain. With no exact hit, the name
+is matched against the aliases that share a blocking key with it (``processors.matching``): a clear
+match resolves to that entity (and its name becomes an alias of it), a name like none becomes a new
+entity keyed by its normalised name (``Type:~name``), and anything in between abstains: the event
+waits in the review queue. A review decision resolves a parked mention through ``decided``. Names
+of entities merged into one (``processors.identity_map``) name that one, and a new system-of-record
+entity absorbs, by a merge, the placeholders its names match (``MatchPredicate``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from processors.identity_map import (
     placeholders_to_absorb,
     same_normalised_name,
 )
+from processors.matching import Candidate, Match, Scored, best_match, blocking_keys
 from processors.model import AliasEntry, Entity, Merge, fields_of
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
@@ -31,17 +35,15 @@ from processors.versioning import derive_id
 from schemas.events import EntityMention
 
 _NOT_WORD = re.compile(r"[^0-9a-z]+")
-ResolutionKind = Literal["identifier", "alias", "new", "ambiguous"]
+ResolutionKind = Literal["identifier", "alias", "match", "new", "ambiguous"]
+Decided = dict[tuple[str, str], str]
+"""(entity type, normalised name) -> the entity a review decision resolved that mention to."""
 
 
 @lru_cache(maxsize=1 << 16)  # Speed: the same names recur in every feed; the result depends on the name only.
 def normalise_name(name: str) -> str:
     """Case-fold, punctuation to spaces, collapse white space: 'Settlement-Connector ' -> 'settlement connector'."""
     return " ".join(_NOT_WORD.sub(" ", name.casefold()).split())
-
-
-def entity_type_of(entity_id: str) -> str:
-    return entity_id.split(":", 1)[0]
 
 
 class Mention:
@@ -68,10 +70,13 @@ class Mention:
 class Resolution:
     """What a mention resolved to (a plain class: one is built per mention, see ``versioning.Fact``)."""
 
-    def __init__(self, kind: ResolutionKind, entity_id: str | None, candidates: tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: ResolutionKind, entity_id: str | None, candidates: tuple[str, ...] = (),
+                 scored: tuple[Scored, ...] = ()) -> None:
         self.kind = kind
         self.entity_id = entity_id
         self.candidates = candidates
+        self.scored = scored
+        """The fuzzy matcher's best candidates with their scores (a ``match``, or an abstention by it)."""
 
 
 class MentionResolver:
@@ -79,11 +84,12 @@ class MentionResolver:
 
     # Speed: a plain class, not a dataclass (see ``Versioner``): one is built per event.
     def __init__(self, reader: LedgerReader, tenant: str, event_id: str = "",
-                 match: MatchPredicate = same_normalised_name) -> None:
+                 absorbs: MatchPredicate = same_normalised_name, decided: Decided | None = None) -> None:
         self.reader = reader
         self.tenant = tenant
         self.event_id = event_id
-        self.match = match
+        self.absorbs = absorbs
+        self.decided = decided
         self._planned_entities: dict[str, tuple[str, str | None]] = {}
         """entity id -> (type, latest name mentioned)"""
         self._planned_aliases: dict[tuple[str, str], None] = {}
@@ -96,6 +102,11 @@ class MentionResolver:
             return Resolution("identifier", entity_id)
         assert mention.name is not None
         normalised = normalise_name(mention.name)
+        if self.decided is not None:
+            chosen = self.decided.get((mention.type, normalised))
+            if chosen is not None:
+                self._plan(chosen, mention)
+                return Resolution("alias", chosen)
         prefix = f"{mention.type}:"
         matches = [e for e in self.reader.alias_targets(self.tenant, normalised) if e.startswith(prefix)]
         matches += [
@@ -112,9 +123,33 @@ class MentionResolver:
             entity_id = intern(matches[0])
             self._plan(entity_id, mention)
             return Resolution("alias", entity_id)
+        # No exact hit: only now is the name compared with others (the fast paths above cost nothing more).
+        match = self.match(mention.type, normalised)
+        if match.kind == "match":
+            assert match.entity_id is not None
+            entity_id = intern(match.entity_id)
+            self._plan(entity_id, mention)
+            return Resolution("match", entity_id, scored=match.candidates)
+        if match.kind == "abstain":
+            return Resolution("ambiguous", None, tuple(s.entity_id for s in match.candidates), match.candidates)
         entity_id = intern(f"{mention.type}:~{normalised}")
         self._plan(entity_id, mention)
-        return Resolution("new", entity_id)
+        return Resolution("new", entity_id, scored=match.candidates)
+
+    def candidates(self, entity_type: str, normalised: str) -> list[Candidate]:
+        """The aliases blocked with ``normalised``: the ledger's and those this event plans."""
+        keys = blocking_keys(normalised)
+        found = self.reader.blocked(self.tenant, entity_type, keys)
+        if self._planned_aliases:
+            wanted = set(keys)
+            prefix = f"{entity_type}:"
+            found += [Candidate(e, entity_type, alias) for (e, alias) in self._planned_aliases
+                      if e.startswith(prefix) and alias and not wanted.isdisjoint(blocking_keys(alias))]
+        return found
+
+    def match(self, entity_type: str, normalised: str) -> Match:
+        """The fuzzy matcher's decision on a name no alias names exactly (read only)."""
+        return best_match(entity_type, normalised, self.candidates(entity_type, normalised))
 
     def _identity_now(self) -> IdentityMap | None:
         return self.reader.identity(self.tenant, None)
@@ -171,7 +206,7 @@ class MentionResolver:
             entity = ledger.entity(self.tenant, entity_id)
             assert entity is not None  # recorded above
             names = [name for (named, name), _ in self._planned_aliases.items() if named == entity_id and name]
-            for placeholder in placeholders_to_absorb(ledger, self.tenant, entity, names, now, self.match):
+            for placeholder in placeholders_to_absorb(ledger, self.tenant, entity, names, now, self.absorbs):
                 merge = Merge(self.tenant, derive_id("m", self.tenant, self.event_id, placeholder), entity_id,
                               placeholder, MATCHER, f"the placeholder {placeholder!r} names {entity_id!r}", tx)
                 ledger.add_merge(merge)

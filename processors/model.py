@@ -167,6 +167,29 @@ class ReviewItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Decision:
+    """A person's audited decision on a review item (a ``decision`` event): who, why, when (``tx_at``),
+    what the parked mention (if any) now resolves to (``entity``: the chosen or the new entity; None
+    for a rejection), and the candidates the matcher had offered."""
+
+    tenant: str
+    review_id: str
+    event_id: str
+    decision: str
+    entity: str | None
+    actor: str
+    reason: str
+    tx_at: int
+    category: str
+    mention: dict[str, object] | None = None
+    candidates: tuple[str, ...] = ()
+
+    def entities(self) -> tuple[str, ...]:
+        """The entities the decision is about (its entity index, ``decisions_for``)."""
+        return tuple(dict.fromkeys((*((self.entity,) if self.entity else ()), *self.candidates)))
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetter:
     tx_at: int
     stage: Literal["decode", "validate", "apply"]

@@ -3,10 +3,11 @@ and on the other output topics, built as bytes for the worker's outbox.
 
 Each batch writes, in this order, one record per appended or closed edge version, one per new or
 renamed entity and per new alias, one per merge made or split (``merge``, the merge as it then
-stands) and per placeholder entity recorded (``placeholder``), one per correction (``correction``, its parts as on
-``edge-corrections``), review item (``review``), dead letter (``dead_letter``), trace and
-heartbeat, and a closing ``batch`` marker per tenant with the event ids it applied, the input
-offsets it consumed, what it heard from each source (``heard``: system, kind, detected_at, tx
+stands) and per placeholder entity recorded (``placeholder``), one per correction (``correction``, its
+parts as on ``edge-corrections``), review item (``review``), review decision (``decision``), dead
+letter (``dead_letter``), trace and heartbeat, and a closing ``batch`` marker per tenant with the
+event ids it applied, the input offsets it consumed, what it heard from each source (``heard``:
+system, kind, detected_at, tx
 of each applied change and heartbeat, for source activity) and how many records it closes
 (``records``: a part that lost one to a failed delivery is not applied). Replaying a partition's
 records (``streams.log.records.Replay``) rebuilds the same ledger state (what a worker that lost its
@@ -200,6 +201,11 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
             {"kind": "review", "batch": batch_id, "record_id": record_id,
              "item": {**fields, "original": bounded["original"]}})))
         ids += (None, record_id)
+    for decision in pending.decisions:
+        record_id = f"{decision.tenant}/decision/{decision.review_id}"
+        records.append(OutRecord(log, decision.tenant, orjson.dumps(
+            {"kind": "decision", "batch": batch_id, "record_id": record_id, "decision": asdict(decision)})))
+        ids.append(record_id)
     marked = sorted({partition for _, partition in inputs if partition < log_partitions})
     anchor = marked[0] if marked else -1
     for letter in pending.dead_letters:

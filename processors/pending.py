@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from processors.identity_map import IdentityMap, identity_as_of
+from processors.matching import Candidate, blocking_keys, entity_type_of
 from processors.model import (
     AliasEntry,
     Correction,
     DeadLetter,
+    Decision,
     EdgeVersion,
     Entity,
     EventOutcome,
@@ -39,6 +41,10 @@ class BatchCounts:
     versions_closed: int = 0
     corrections: int = 0
     conflicts_flagged: int = 0
+    review_decided: int = 0
+    """Decision events that closed a review item (each is also counted applied)."""
+    review_rejected: int = 0
+    """Of those, the rejections: the parked event was closed with nothing applied."""
 
     def add(self, other: BatchCounts) -> None:
         for name in self.__dataclass_fields__:
@@ -64,6 +70,7 @@ class PendingLedger:
     """Whether the store had seen an event, read ahead for a batch in one multi-get (``recall_seen``)."""
     corrections: list[Correction] = field(default_factory=list)
     review_items: list[ReviewItem] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
     merge_rows: dict[tuple[str, str], Merge] = field(default_factory=dict)
@@ -85,6 +92,11 @@ class PendingLedger:
     """Appended versions per (tenant, system, record): a snapshot reads what its record says now once
     per event, and walking every version the batch appended made snapshot feeds quadratic per batch."""
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
+    _blocks: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=dict)
+    """The batch's aliases by (tenant, blocking key), filed when a fuzzy lookup first needs them
+    (``blocked``): a batch that never matches by name never computes a key."""
+    _blocked_upto: int = 0
+    """How many of ``aliases`` are filed in ``_blocks``."""
 
     # -- writes -------------------------------------------------------------------------------
     def append(self, version: EdgeVersion) -> None:
@@ -193,6 +205,34 @@ class PendingLedger:
             if alias.entity_id not in targets and (known_at is None or alias.tx_from <= known_at):
                 targets.append(alias.entity_id)
         return targets
+
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        found = self.base.blocked(tenant, entity_type, keys, known_at)
+        if not self.aliases:
+            return found
+        for alias in self.aliases[self._blocked_upto:]:
+            for key in blocking_keys(alias.normalised):
+                self._blocks.setdefault((alias.tenant, key), []).append(alias)
+        self._blocked_upto = len(self.aliases)
+        for key in keys:
+            for alias in self._blocks.get((tenant, key), ()):
+                of_type = entity_type_of(alias.entity_id)
+                if (entity_type is None or of_type == entity_type) and (known_at is None or alias.tx_from <= known_at):
+                    found.append(Candidate(alias.entity_id, of_type, alias.normalised))
+        return found
+
+    def review_item(self, tenant: str, review_id: str) -> ReviewItem | None:
+        for item in self.review_items:
+            if item.tenant == tenant and item.review_id == review_id:
+                return item
+        return self.base.review_item(tenant, review_id)
+
+    def decision(self, tenant: str, review_id: str) -> Decision | None:
+        for decision in self.decisions:
+            if decision.tenant == tenant and decision.review_id == review_id:
+                return decision
+        return self.base.decision(tenant, review_id)
 
     def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
         base = self.base.believed_from_record(tenant, system, record)

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from processors.identity_map import IdentityMap
-from processors.model import Direction, EdgeVersion, Entity, Merge
+from processors.matching import Candidate
+from processors.model import Decision, Direction, EdgeVersion, Entity, Merge, ReviewItem
 
 
 class LedgerReader(Protocol):
@@ -35,6 +36,12 @@ class LedgerReader(Protocol):
         """Entity ids the alias names, as of ``known_at`` (``None``: everything recorded)."""
         ...
 
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        """The aliases filed under any of the blocking ``keys`` (``matching.blocking_keys``), of
+        ``entity_type`` (``None``: any), as of ``known_at``; at most ``matching.BLOCK_READ`` per key."""
+        ...
+
     def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
         """The still-believed versions whose provenance is this source record (what it says now)."""
         ...
@@ -56,6 +63,12 @@ class LedgerReader(Protocol):
         ...
 
     def event_seen(self, tenant: str, event_id: str) -> bool: ...
+
+    def review_item(self, tenant: str, review_id: str) -> ReviewItem | None: ...
+
+    def decision(self, tenant: str, review_id: str) -> Decision | None:
+        """The decision that closed the review item, or None while it is open."""
+        ...
 
     def events_seen(self, keys: list[tuple[str, str]]) -> list[bool]:
         """``event_seen`` of each (tenant, event id), in order, in one read."""
@@ -90,3 +103,6 @@ class GraphReader(Protocol):
     def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
         """The identity map as of ``known_at`` (``processors.identity_map``); None when no merge holds."""
         ...
+
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]: ...

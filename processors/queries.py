@@ -14,8 +14,9 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from processors.identity import entity_type_of, normalise_name
+from processors.identity import normalise_name
 from processors.identity_map import IDENTITY_READ, canonical_ids
+from processors.matching import best_match, blocking_keys, entity_type_of
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from processors.query_results import disposition, edge_out, fill_result, limits_dict
@@ -104,14 +105,17 @@ def plan_for(request: QueryRequest, ontology: Ontology) -> Plan:
 # -- anchor resolution -----------------------------------------------------------------------------------
 def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int, *,
                    entity_types: Collection[str]) -> AnchorOut:
-    """Identifier first, then the alias table, as of ``known_at``.
+    """Identifier first, then the alias table, then the fuzzy matcher over blocked aliases (read only),
+    as of ``known_at``.
 
     ``Type:name`` looks ``name`` up among the entities of that type when ``Type`` is one of
     ``entity_types`` (the ontology in use). When the prefix is no such type, or that lookup finds
     nothing, the whole text is the name: an alias may hold a colon ("Ledger: Writer"). A capitalised
     prefix the ontology does not know is still tried as a type, after the whole text, so that data
     loaded under another ontology than the reader's (``query`` reads with the default one) resolves
-    as before.
+    as before. A name no alias holds exactly is matched as a mention is (``processors.matching``): a
+    clear match resolves (``match``), two alike answer ``ambiguous`` with the candidates, and a name
+    like none is ``unresolved``; ``Type:name`` matches among that type only.
     """
     identity = reader.identity(tenant, known_at)
     entity = reader.entity(tenant, text)
@@ -142,6 +146,14 @@ def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int, *
         return AnchorOut(input=text, entity=candidates[0], resolution="alias")
     if candidates:
         return AnchorOut(input=text, entity=None, resolution="ambiguous", candidates=sorted(candidates))
+    match_type = wanted_type if rest and wanted_type in entity_types else None
+    name = normalise_name(rest if match_type is not None else text)
+    match = best_match(match_type, name, reader.blocked(tenant, match_type, blocking_keys(name), known_at))
+    if match.kind == "match":
+        return AnchorOut(input=text, entity=match.entity_id, resolution="match")
+    if match.kind == "abstain":
+        return AnchorOut(input=text, entity=None, resolution="ambiguous",
+                         candidates=[s.entity_id for s in match.candidates])
     return AnchorOut(input=text, entity=None, resolution="unresolved")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from processors.identity import entity_type_of
+from processors.matching import entity_type_of
 from processors.model import EdgeVersion
 from processors.ports import GraphReader
 from processors.traversal import Limits, Traversal

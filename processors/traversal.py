@@ -21,8 +21,8 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 
-from processors.identity import entity_type_of
 from processors.identity_map import IdentityMap
+from processors.matching import entity_type_of
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from schemas.query_params import MAX_DEGREE, MAX_DEPTH, MAX_EVIDENCE_TOKENS, MAX_EXPANSIONS, MAX_PATHS

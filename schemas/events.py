@@ -140,6 +140,24 @@ class AliasCommand(EventBase):
     reason: Text = ""
 
 
+class DecisionCommand(EventBase):
+    """A person's decision on a review item: ``choose`` the entity a parked mention names (``entity``),
+    make it a ``new`` entity, or ``reject`` the item (nothing is applied)."""
+
+    kind: Literal["decision"]
+    review_id: NonEmpty
+    decision: Literal["choose", "new", "reject"]
+    entity: NonEmpty | None = None
+    actor: NonEmpty
+    reason: NonEmptyText
+
+    @model_validator(mode="after")
+    def _entity_with_choose(self) -> DecisionCommand:
+        if (self.decision == "choose") != (self.entity is not None):
+            raise ValueError("entity: give it with decision 'choose', and only then")
+        return self
+
+
 Action = Literal["approval_routing", "permission_change", "external_change", "none"]
 
 
@@ -203,6 +221,7 @@ LedgerEvent = Annotated[
     | MergeCommand
     | SplitCommand
     | AliasCommand
+    | DecisionCommand
     | TraceEvent
     | HeartbeatEvent
     | ClockEvent,
@@ -215,4 +234,5 @@ validate_event: Callable[[object], LedgerEvent] = EVENT_ADAPTER.validator.valida
 validate_event_json: Callable[[str | bytes], LedgerEvent] = EVENT_ADAPTER.validator.validate_json
 """An event from its JSON text in one step: pydantic-core parses and validates together, with no
 dictionary in between (about 1.6 µs an event less than ``orjson.loads`` and ``validate_event``)."""
-EVENT_KINDS = ("change", "revoke", "revoke_source", "merge", "split", "alias", "trace", "heartbeat", "clock")
+EVENT_KINDS = ("change", "revoke", "revoke_source", "merge", "split", "alias", "decision", "trace", "heartbeat",
+               "clock")

@@ -145,6 +145,31 @@ class ReviewRecord(TypedDict):
 
 
 @with_config(_EXACT)
+class DecisionFields(TypedDict):
+    tenant: str
+    review_id: str
+    event_id: str
+    decision: Literal["choose", "new", "reject"]
+    entity: str | None
+    actor: str
+    reason: str
+    tx_at: int
+    category: str
+    mention: dict[str, Any] | None
+    candidates: list[str]
+
+
+@with_config(_EXACT)
+class DecisionRecord(TypedDict):
+    """A review decision (``processors.model.Decision``): it closes its review item."""
+
+    kind: Literal["decision"]
+    batch: str
+    record_id: str
+    decision: DecisionFields
+
+
+@with_config(_EXACT)
 class DeadLetterFields(TypedDict):
     tx_at: int
     stage: Literal["decode", "validate", "apply"]
@@ -264,7 +289,7 @@ class InputResetRecord(TypedDict):
 
 
 HeldRecord = (EdgeVersionRecord | EntityRecord | AliasRecord | MergeRecord | PlaceholderRecord | CorrectionRecord
-              | ReviewRecord | DeadLetterRecord | TraceRecord | HeartbeatRecord)
+              | ReviewRecord | DecisionRecord | DeadLetterRecord | TraceRecord | HeartbeatRecord)
 """The records a batch marker closes."""
 
 LOG_RECORD = Annotated[HeldRecord | BatchMarker | FenceRecord | ProbeRecord | InputResetRecord,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from processors.identity_map import IdentityMap
+from processors.matching import Candidate
 from processors.model import Direction, EdgeVersion, Entity, Merge, SourceActivity
 from state.open import open_reader
 from state.store import LedgerStore
@@ -122,6 +123,10 @@ class LedgerFollower:
 
     def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
         return self.store.identity(tenant, known_at)
+
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        return self.store.blocked(tenant, entity_type, keys, known_at)
 
     def last_tx(self) -> int:
         return self.store.last_tx()

@@ -10,6 +10,7 @@ import orjson
 from processors.model import (
     Correction,
     DeadLetter,
+    Decision,
     EdgeVersion,
     Entity,
     Heartbeat,
@@ -99,6 +100,16 @@ def decode_changes(data: bytes) -> list[list]:
 
 def decode_review(data: bytes) -> ReviewItem:
     return ReviewItem(**orjson.loads(data))
+
+
+def encode_decision(decision: Decision) -> bytes:
+    return orjson.dumps(decision)
+
+
+def decode_decision(data: bytes) -> Decision:
+    fields = orjson.loads(data)
+    fields["candidates"] = tuple(fields["candidates"])
+    return Decision(**fields)
 
 
 def decode_dead_letter(data: bytes) -> DeadLetter:

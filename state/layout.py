@@ -8,6 +8,9 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``T``  tenant, last tx of a batch                                  (tx, ``a``/``c``, edge_id) the batch appended/closed
 ``E``  tenant, entity_id                                            entity (type, latest name)
 ``N``  tenant, normalised alias, entity_id                          tx the alias was recorded
+``U``  tenant, ``b``, blocking key, entity type, alias, entity_id   tx of the ``N`` row: its blocks
+``U``  tenant, ``r``, review_id / tenant, ``e``, entity_id, tx, id  a review decision / by entity
+``G``  (``state.pipeline_store``: a worker's input offsets)
 ``B``  tenant, system, record or "", edge_id                         the version, while still believed
 ``I``  tenant, event_id                                             outcome (idempotent re-delivery)
 ``K``  tenant, last tx of a batch                                  the batch's correction events

@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 from processors.identity_map import IdentityMap, IdentityTimeline
+from processors.matching import BLOCK_READ, Candidate
 from processors.model import (
     Correction,
     DeadLetter,
+    Decision,
     Direction,
     EdgeVersion,
     Entity,
@@ -192,6 +194,23 @@ class StoreReads:
             self._placeholders[tenant] = known
         return known
 
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        """The ``U`` ``b`` rows under each key (of ``entity_type``, when given), ``BLOCK_READ`` at most per key."""
+        found: list[Candidate] = []
+        for key in keys:
+            prefix = b"U" + (pack(tenant, "b", key) if entity_type is None else pack(tenant, "b", key, entity_type))
+            read = 0
+            for row, value in self.kv.scan(prefix):
+                if read == BLOCK_READ:
+                    break
+                read += 1
+                if known_at is not None and int(value) > known_at:
+                    continue
+                _, _, _, of_type, alias, entity_id = unpack(row[1:])
+                found.append(Candidate(str(entity_id), str(of_type), str(alias)))
+        return found
+
     def _drop_caches(self) -> None:
         """Forget every read cache (a batch that failed to commit may have updated one): reads refill them."""
         for cache in (self._entities, self._aliases, self._believed_out, self._too_wide, self._merges,
@@ -242,9 +261,34 @@ class StoreReads:
         for _, value in self.kv.scan(b"R" + pack(tenant)):
             yield codec.decode_review(value)
 
+    def review_item(self, tenant: str, review_id: str) -> ReviewItem | None:
+        raw = self.kv.get(b"R" + pack(tenant, review_id))
+        return codec.decode_review(raw) if raw else None
+
+    def decision(self, tenant: str, review_id: str) -> Decision | None:
+        raw = self.kv.get(b"U" + pack(tenant, "r", review_id))
+        return codec.decode_decision(raw) if raw else None
+
+    def decisions(self, tenant: str) -> Iterator[Decision]:
+        """Every review decision of the tenant, by review id."""
+        for _, value in self.kv.scan(b"U" + pack(tenant, "r")):
+            yield codec.decode_decision(value)
+
+    def decisions_for(self, tenant: str, entity_id: str) -> list[Decision]:
+        """The review decisions about an entity (it was chosen, created, or offered as a candidate), in
+        order of transaction time: the audit an identity history lists (actor, reason, ``tx_at``)."""
+        found = []
+        for key, _ in self.kv.scan(b"U" + pack(tenant, "e", entity_id)):
+            decision = self.decision(tenant, str(unpack(key[1:])[-1]))
+            if decision is not None:
+                found.append(decision)
+        return found
+
     def review_count(self, tenant: str) -> int:
-        """How many items wait in the tenant's review queue (counted by key, nothing decoded)."""
-        return sum(1 for _ in self.kv.scan(b"R" + pack(tenant)))
+        """How many items wait in the tenant's review queue: those parked less those decided (counted
+        by key, nothing decoded)."""
+        parked = sum(1 for _ in self.kv.scan(b"R" + pack(tenant)))
+        return parked - sum(1 for _ in self.kv.scan(b"U" + pack(tenant, "r")))
 
     def dead_letters(self) -> Iterator[DeadLetter]:
         for _, value in self.kv.scan(b"D"):

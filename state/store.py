@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from processors.matching import blocking_keys, entity_type_of
 from processors.model import Correction, EdgeVersion, EncodedVersion, Merge, SourceActivity, last_heard_tx
 from processors.pending import PendingLedger
 from state import codec
@@ -220,7 +221,12 @@ class LedgerStore(StoreReads):
         for entity in pending.entities.values():
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
         for alias in pending.aliases:
-            puts.append((b"N" + pack(alias.tenant, alias.normalised, alias.entity_id), str(alias.tx_from).encode()))
+            recorded = str(alias.tx_from).encode()
+            puts.append((b"N" + pack(alias.tenant, alias.normalised, alias.entity_id), recorded))
+            entity_type = entity_type_of(alias.entity_id)
+            for key in blocking_keys(alias.normalised):
+                puts.append((b"U" + pack(alias.tenant, "b", key, entity_type, alias.normalised, alias.entity_id),
+                             recorded))
         for merge in pending.merge_rows.values():
             puts.append((b"Q" + pack(merge.tenant, "m", merge.merge_id), codec.encode_merge(merge)))
             for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare
@@ -235,6 +241,10 @@ class LedgerStore(StoreReads):
         puts += listing_rows(b"K", corrections, _correction_order, codec.encode_corrections)
         for item in pending.review_items:
             puts.append((b"R" + pack(item.tenant, item.review_id), codec.encode_record(item)))
+        for decision in pending.decisions:
+            puts.append((b"U" + pack(decision.tenant, "r", decision.review_id), codec.encode_decision(decision)))
+            for entity_id in decision.entities():
+                puts.append((b"U" + pack(decision.tenant, "e", entity_id, decision.tx_at, decision.review_id), b""))
         for letter in pending.dead_letters:
             record = codec.encode_record(letter)
             puts.append((b"D" + pack(letter.tx_at, digest(record)), record))

@@ -29,8 +29,11 @@ def correction_items(store: LedgerStore, tenant: str, known: int) -> list[dict[s
 
 
 def review_items(store: LedgerStore, tenant: str, known: int) -> list[dict[str, Any]]:
-    """Items waiting for a person: ambiguous entities, parked commands, cardinality conflicts."""
-    return [render.review_dict(item) for item in store.review_items(tenant) if item.tx_at <= known]
+    """Items waiting for a person as of ``known``: ambiguous entities, parked commands, cardinality
+    conflicts. An item decided by then (``review decide``) is no longer open and not listed."""
+    decided = {d.review_id: d.tx_at for d in store.decisions(tenant)}
+    return [render.review_dict(item) for item in store.review_items(tenant)
+            if item.tx_at <= known and decided.get(item.review_id, known + 1) > known]
 
 
 def trace_items(store: LedgerStore, tenant: str, known: int) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """`edgeledger eval paths`: run each case's query on the ledger as of its clocks and score the answers
-(``processors.evaluation``)."""
+(``processors.evaluation``); `edgeledger eval resolution`: resolve labelled mentions against the ledger,
+writing nothing, and score them (``processors.resolution_eval``)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from pydantic import ValidationError
 
 from processors.evaluation import Case, CaseError, Outcome, case_from, score
 from processors.freshness import stale_sources_for_queries
+from processors.identity import Mention, MentionResolver, normalise_name
 from processors.queries import QueryEngine
 from processors.query_requests import InvalidQuery, request_from
+from processors.resolution_eval import Label, LabelError, Resolved, label_from
+from processors.resolution_eval import score as score_resolution
 from processors.traversal import PlanRefused
 from schemas.ontology import Ontology
 from schemas.query_params import PARAMS, parameter_errors
@@ -114,4 +118,56 @@ def paths(
     for failure in report["failures"]:
         lines.append(f"  FAIL {failure['id']}: {failure['kind']} at hop {failure['first_failing_hop']} "
                      f"({failure['relationship'] or '-'}), disposition {failure['disposition']}")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def read_labels(path: Path) -> list[Label]:
+    labels = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            labels.append(label_from(orjson.loads(line)))
+        except (orjson.JSONDecodeError, LabelError) as error:
+            raise CliError(f"{path}:{number}: {error}") from None
+    return labels
+
+
+def resolve_labels(store: LedgerStore, labels: Iterable[Label]) -> list[Resolved]:
+    """Each label's mention resolved against the store as a change event's would be, and nothing written:
+    each has a resolver of its own, never committed."""
+    resolved = []
+    for label in labels:
+        resolver = MentionResolver(store, label.tenant)
+        resolution = resolver.resolve(Mention(label.type, label.id, label.name))
+        blocked = None
+        if label.id is None and label.name is not None:
+            blocked = frozenset(c.entity_id for c in resolver.candidates(label.type, normalise_name(label.name)))
+        outcome = {"new": "new", "ambiguous": "abstain"}.get(resolution.kind, resolution.entity_id or "new")
+        resolved.append(Resolved(outcome, blocked))
+    return resolved
+
+
+@eval_app.command("resolution")
+def resolution(
+    labels_file: Annotated[Path, typer.Argument(help="JSON lines: tenant, mention, expected (docs/identity.md).")],
+    state: StateDir,
+    as_json: AsJson = False,
+) -> None:
+    """Entity resolution against labelled mentions, read only: precision, recall, abstention rate, wrong
+    matches and blocking recall."""
+    labels = read_labels(labels_file)
+    with reading(state) as store:
+        report = score_resolution(labels, resolve_labels(store, labels))
+    if as_json:
+        emit(report)
+        return
+    lines = [f"{report['mentions']} mentions: {report['matches']} matched, {report['abstentions']} abstained"]
+    for key in ("precision", "recall", "abstention_rate", "blocking_recall"):
+        lines.append(f"  {key:<16} {_figure(report[key])}")
+    lines.append(f"  {'wrong_matches':<16} {report['wrong_matches']}")
+    for failure in report["failures"]:
+        mention = failure["mention"]
+        lines.append(f"  {mention['type']} {mention['name'] or mention['id']!r}: expected {failure['expected']}, "
+                     f"got {failure['outcome']}")
     sys.stdout.write("\n".join(lines) + "\n")

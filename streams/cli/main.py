@@ -9,7 +9,14 @@ from pydantic import ValidationError
 
 from processors.traversal import PlanRefused
 from schemas.config_files import validation_summary
-from streams.cli import agent_commands, broker_command, pipeline_commands, read_commands, trace_commands
+from streams.cli import (
+    agent_commands,
+    broker_command,
+    pipeline_commands,
+    read_commands,
+    review_commands,
+    trace_commands,
+)
 from streams.cli.adapt import adapt_app
 from streams.cli.eval_commands import eval_app
 from streams.cli.freshness import freshness_app
@@ -37,6 +44,7 @@ app.command()(read_commands.query)
 app.command()(read_commands.history)
 app.command()(read_commands.corrections)
 review_app.command("list")(read_commands.review_list)
+review_app.command("decide")(review_commands.review_decide)
 traces_app.command("affected")(read_commands.traces_affected)
 traces_app.command("replay")(trace_commands.traces_replay)
 traces_app.command("show")(trace_commands.traces_show)

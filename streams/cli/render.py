@@ -65,8 +65,11 @@ def history_text(result: HistoryResult) -> str:
 
 
 def review_dict(item: ReviewItem) -> dict[str, object]:
+    """The item's fields; for a parked mention also its ``candidates`` (entity ids, best first)."""
     data = asdict(item)
     data["tx_at"] = format_micros(item.tx_at)
+    if "mention" in item.details:
+        data["candidates"] = item.details.get("candidates", [])
     return data
 
 

@@ -28,6 +28,7 @@ TOPIC_FOR_KIND = {
     "merge": Topic.ALIAS_COMMANDS,
     "split": Topic.ALIAS_COMMANDS,
     "alias": Topic.ALIAS_COMMANDS,
+    "decision": Topic.ALIAS_COMMANDS,
     "trace": Topic.TRACES,
     "heartbeat": Topic.SOURCE_HEARTBEATS,
 }

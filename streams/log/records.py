@@ -18,6 +18,7 @@ from processors.model import (
     AliasEntry,
     Correction,
     DeadLetter,
+    Decision,
     EdgeVersion,
     Entity,
     Epoch,
@@ -258,6 +259,9 @@ def _hold(held: _Open, kind: str | None, record: dict, partition: int) -> None:
             pending.corrections.append(correction)
     elif kind == "review":
         pending.review_items.append(ReviewItem(**record["item"]))
+    elif kind == "decision":
+        fields = record["decision"]
+        pending.decisions.append(Decision(**{**fields, "candidates": tuple(fields["candidates"])}))
     elif kind == "dead_letter":
         pending.dead_letters.append(DeadLetter(**record["letter"]))
     elif kind == "trace":

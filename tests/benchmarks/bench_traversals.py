@@ -58,6 +58,7 @@ from typing import Any
 
 import orjson
 
+from processors.matching import Candidate
 from processors.queries import QueryEngine, QueryRequest, plan_for
 from processors.traversal import Limits, traverse
 from schemas.ontology import default_ontology
@@ -725,6 +726,10 @@ class CountingReader:
 
     def identity(self, tenant: str, known_at: int | None) -> Any:
         return self.inner.identity(tenant, known_at)
+
+    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
+                known_at: int | None = None) -> list[Candidate]:
+        return self.inner.blocked(tenant, entity_type, keys, known_at)
 
 
 def anatomy(reader: LedgerStore, sampler: Sampler, results: dict) -> list[str]:

@@ -1,0 +1,179 @@
+"""Fuzzy matching of an entity name against blocked candidates, with abstention.
+
+A name-only mention that no alias names exactly is compared only with the aliases that share a
+cheap *blocking key* with it (``blocking_keys``: a core token, the first or last letters of the
+name's core, its letters sorted), never with every entity. The *core* of a name drops the words that decorate
+service names without telling them apart (``svc-``, ``-service``, ``-prod``, ``the``), the same
+words glued to a CamelCase name (``ReportingService``), and a plural or ``-ing`` ending, so that
+``reports``, ``reports-service``, ``ReportingService``, ``the reporting pipeline`` and
+``svc-reports-prod`` all have the core ``report``.
+
+``best_match`` scores each candidate of the mention's type with rapidfuzz on the cores and answers
+one of three ways: **match** when the best entity scores at least ``MATCH_AT`` and no other entity
+comes within ``MARGIN`` of it; **new** when nothing reaches ``NEW_BELOW``; **abstain** otherwise
+(the event waits for review). A wrong merge is worse than a missed one, so the band between the
+two thresholds is wide and a close second sends the mention to a person.
+
+Pure: the candidates come in, nothing is read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Final, Literal, NamedTuple
+
+from rapidfuzz.distance import Indel
+from rapidfuzz.fuzz import token_sort_ratio
+from rapidfuzz.process import extract
+
+MATCH_AT: Final = 90.0
+"""The lowest score that matches: one slip in a name of some ten letters still does."""
+NEW_BELOW: Final = 75.0
+"""Below this, the name is of another entity (a new one)."""
+MARGIN: Final = 5.0
+"""Two entities scoring within this of each other are alike: abstain rather than pick one."""
+SHOWN: Final = 5
+"""Candidates a match or an abstention reports (for a reviewer), best first."""
+
+AFFIX_WORDS: Final = frozenset({
+    "the", "svc", "srv", "service", "services", "prod", "production", "staging", "stg", "pipeline", "team",
+})
+"""Words that decorate a name without telling entities apart: dropped from its core (unless nothing is left)."""
+GLUED_SUFFIXES: Final = ("service", "svc", "pipeline", "team")
+"""The same words glued to a CamelCase name, normalised to one word (``reportingservice``)."""
+BLOCK_READ: Final = 32
+"""Aliases read per blocking key at most: a key shared by more (a word every team uses) is a poor one,
+and reading all of it would make a lookup's cost grow with the organisation. What a cap leaves out is
+what ``eval resolution``'s blocking recall measures."""
+KEY_TOKENS: Final = 4
+"""At most this many core tokens become blocking keys: a long name is blocked by its first words."""
+
+MatchKind = Literal["match", "new", "abstain"]
+
+
+class Candidate(NamedTuple):
+    """An alias that a blocking key found: the entity it names, its type and the normalised alias."""
+
+    entity_id: str
+    type: str
+    alias: str
+
+
+class Scored(NamedTuple):
+    entity_id: str
+    score: float
+    alias: str
+    """The candidate's alias that scored best."""
+
+
+class Match(NamedTuple):
+    """What ``best_match`` decided: ``entity_id`` is set only for ``match``; ``candidates`` are the
+    best-scoring entities (one entry each), best first, for a reviewer or an evaluation."""
+
+    kind: MatchKind
+    entity_id: str | None
+    score: float
+    candidates: tuple[Scored, ...]
+
+
+def entity_type_of(entity_id: str) -> str:
+    return entity_id.split(":", 1)[0]
+
+
+def _stem(token: str) -> str:
+    """A plural or ``-ing`` ending off: 'reports' and 'reporting' both become 'report'."""
+    if len(token) > 5 and token.endswith("ing"):
+        return token[:-3]
+    if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
+        return token[:-1]
+    return token
+
+
+def _unglued(token: str) -> str:
+    for suffix in GLUED_SUFFIXES:
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+            return token[: -len(suffix)]
+    return token
+
+
+@lru_cache(maxsize=1 << 16)
+def _plain(normalised: str) -> tuple[str, ...]:
+    """The name's tokens without decorating words and glued suffixes, not stemmed."""
+    tokens = normalised.split()
+    kept = [token for token in tokens if token not in AFFIX_WORDS] or tokens
+    return tuple(_unglued(token) for token in kept)
+
+
+@lru_cache(maxsize=1 << 16)  # Speed: aliases recur (every commit of an alias computes its keys).
+def core_of(normalised: str) -> tuple[str, ...]:
+    """The tokens that identify a normalised name (``identity.normalise_name``): decorating words off,
+    a glued suffix off, each token stemmed. A name made only of such words keeps them."""
+    return tuple(_stem(token) for token in _plain(normalised))
+
+
+@lru_cache(maxsize=1 << 16)
+def blocking_keys(normalised: str) -> tuple[str, ...]:
+    """The cheap keys a name is filed and looked up under, from its core written as one word:
+    ``t`` + each core token of three letters or more (its first ``KEY_TOKENS``), ``p`` + the first
+    three and ``s`` + the last four letters (a slip late in the name keeps the first, an early one
+    the last; ``PaymentGateway`` and ``payment gateway`` share both), and ``a`` + its letters sorted
+    (two letters swapped anywhere keep it)."""
+    core = core_of(normalised)
+    compact = "".join(core)
+    if not compact:
+        return ()
+    keys = dict.fromkeys(f"t{token}" for token in core[:KEY_TOKENS] if len(token) >= 3)
+    keys[f"p{compact[:3]}"] = None
+    keys[f"s{compact[-4:]}"] = None
+    keys["a" + "".join(sorted(compact))] = None
+    return tuple(keys)
+
+
+@lru_cache(maxsize=1 << 16)
+def _forms(normalised: str) -> tuple[str, str, str]:
+    """What ``similarity`` compares: the core as one word, unstemmed as one word, the core's words."""
+    core = core_of(normalised)
+    return "".join(core), "".join(_plain(normalised)), " ".join(core)
+
+
+def similarity(a: str, b: str) -> float:
+    """0..100: how alike two normalised names are, judged on their cores (as one word, and as sorted
+    tokens, so word order does not count), and unstemmed (a glued name's words are not stemmed)."""
+    return _scores(a, [b])[0]
+
+
+def _scores(name: str, others: list[str]) -> list[float]:
+    """``similarity`` of ``name`` with each of ``others``, each measure run over all of them in
+    rapidfuzz's C loop (a Python call per pair cost more than the comparisons)."""
+    compact, plain, words = _forms(name)
+    forms = [_forms(other) for other in others]
+    best = [0.0] * len(others)
+    for at, query, scorer, scale in ((0, compact, Indel.normalized_similarity, 100.0),
+                                     (1, plain, Indel.normalized_similarity, 100.0),
+                                     (2, words, token_sort_ratio, 1.0)):
+        for _, score, index in extract(query, [form[at] for form in forms], scorer=scorer, limit=None):
+            best[index] = max(best[index], score * scale)
+    return best
+
+
+def best_match(entity_type: str | None, name: str, candidates: Iterable[Candidate]) -> Match:
+    """Decide which of ``candidates`` the name ``name`` (normalised) of an entity of ``entity_type``
+    names: match, new or abstain (see the module). Candidates of another type never match (a Team
+    'Platform' is not a Service 'Platform'); ``entity_type`` None (a query anchor with no type) lets
+    any type compete, so two alike of different types abstain."""
+    best: dict[str, Scored] = {}
+    # One alias is filed under several keys: scored once (dict.fromkeys keeps the order, drops repeats).
+    typed = [c for c in dict.fromkeys(candidates) if entity_type is None or c.type == entity_type]
+    for candidate, score in zip(typed, _scores(name, [c.alias for c in typed]), strict=True):
+        held = best.get(candidate.entity_id)
+        if held is None or score > held.score:
+            best[candidate.entity_id] = Scored(candidate.entity_id, score, candidate.alias)
+    ranked = tuple(sorted(best.values(), key=lambda s: (-s.score, s.entity_id))[:SHOWN])
+    if not ranked or ranked[0].score < NEW_BELOW:
+        return Match("new", None, ranked[0].score if ranked else 0.0, ranked)
+    top = ranked[0]
+    close_second = len(ranked) > 1 and ranked[1].score >= top.score - MARGIN
+    if top.score >= MATCH_AT and not close_second:
+        return Match("match", top.entity_id, top.score, ranked)
+    return Match("abstain", None, top.score, ranked)

@@ -1,0 +1,77 @@
+"""The fuzzy matcher alone (``processors.matching``): cores, blocking keys and its three answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from processors.identity import normalise_name
+from processors.matching import Candidate, best_match, blocking_keys, core_of
+
+REPORTS = ["reports", "reports-service", "ReportingService", "the reporting pipeline", "svc-reports-prod"]
+
+
+def candidates(*pairs: tuple[str, str]) -> list[Candidate]:
+    return [Candidate(entity_id, entity_id.split(":", 1)[0], normalise_name(name)) for entity_id, name in pairs]
+
+
+@pytest.mark.parametrize("name", REPORTS)
+def test_affixes_glued_words_and_endings_come_off_to_one_core(name: str) -> None:
+    assert core_of(normalise_name(name)) == ("report",)
+
+
+def test_a_name_made_only_of_decorating_words_keeps_them() -> None:
+    assert core_of("the service") == ("the", "service")
+
+
+@pytest.mark.parametrize("name", REPORTS[1:])
+def test_every_way_of_writing_the_reports_service_matches_it(name: str) -> None:
+    match = best_match("Service", normalise_name(name), candidates(("Service:cmdb:S1", "reports"),
+                                                                   ("Service:cmdb:S2", "billing"),))
+    assert (match.kind, match.entity_id) == ("match", "Service:cmdb:S1")
+
+
+def test_the_same_name_of_another_type_never_matches() -> None:
+    team = candidates(("Team:hr:T1", "Platform"))
+    assert best_match("Service", "platform", team).kind == "new"
+    assert best_match("Team", "platform", team).entity_id == "Team:hr:T1"
+
+
+def test_two_candidates_scoring_alike_abstain() -> None:
+    two = candidates(("Service:cmdb:S1", "payments api"), ("Service:cmdb:S2", "payment apis"))
+    match = best_match("Service", normalise_name("Payments-API-prod"), two)
+    assert match.kind == "abstain" and match.entity_id is None
+    assert {s.entity_id for s in match.candidates} == {"Service:cmdb:S1", "Service:cmdb:S2"}
+
+
+def test_a_typo_in_a_longer_name_matches() -> None:
+    match = best_match("Service", normalise_name("Paymnet Gateway"),
+                       candidates(("Service:cmdb:S7", "payment gateway"), ("Service:cmdb:S8", "gateway admin")))
+    assert (match.kind, match.entity_id) == ("match", "Service:cmdb:S7")
+
+
+def test_people_sharing_a_first_name_are_not_matched() -> None:
+    alice = candidates(("Person:hr:E1", "Alice Martin"))
+    assert best_match("Person", normalise_name("Alice Moreau"), alice).kind == "new"
+
+
+def test_somewhat_alike_abstains_rather_than_guessing() -> None:
+    match = best_match("Service", normalise_name("reprots"), candidates(("Service:cmdb:S1", "reports")))
+    assert match.kind == "abstain"
+
+
+def test_nothing_alike_is_a_new_entity() -> None:
+    assert best_match("Service", "ledger exporter", candidates(("Service:cmdb:S1", "reports"))).kind == "new"
+    assert best_match("Service", "ledger exporter", []).kind == "new"
+
+
+def test_an_entity_scores_by_its_best_alias() -> None:
+    both = candidates(("Service:cmdb:S1", "invoicing"), ("Service:cmdb:S1", "billing"))
+    match = best_match("Service", "billing", both)
+    assert (match.kind, match.entity_id, match.score) == ("match", "Service:cmdb:S1", 100.0)
+
+
+def test_the_forms_of_one_name_share_blocking_keys() -> None:
+    keys = [set(blocking_keys(normalise_name(name))) for name in
+            ("payment gateway", "PaymentGateway", "Paymnet Gateway", "payments-gateway-svc")]
+    assert all(keys[0] & other for other in keys[1:])
+    assert blocking_keys("") == ()
