@@ -204,9 +204,9 @@ class RecordingReader:
     def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
         return self.inner.identity(tenant, known_at)
 
-    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
-                known_at: int | None = None) -> list[Candidate]:
-        return self.inner.blocked(tenant, entity_type, keys, known_at)
+    def neighbours(self, tenant: str, entity_type: str | None, normalised: str,
+                   known_at: int | None = None) -> list[Candidate]:
+        return self.inner.neighbours(tenant, entity_type, normalised, known_at)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from processors.identity_map import (
     placeholders_to_absorb,
     same_normalised_name,
 )
-from processors.matching import Candidate, Match, Scored, best_match, blocking_keys
+from processors.matching import Candidate, Match, Scored, best_match
 from processors.model import AliasEntry, Entity, Merge, fields_of
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
@@ -137,14 +137,13 @@ class MentionResolver:
         return Resolution("new", entity_id, scored=match.candidates)
 
     def candidates(self, entity_type: str, normalised: str) -> list[Candidate]:
-        """The aliases blocked with ``normalised``: the ledger's and those this event plans."""
-        keys = blocking_keys(normalised)
-        found = self.reader.blocked(self.tenant, entity_type, keys)
+        """The aliases next to ``normalised`` in the ledger, and every alias of the type this event
+        plans (an event names a handful of entities)."""
+        found = self.reader.neighbours(self.tenant, entity_type, normalised)
         if self._planned_aliases:
-            wanted = set(keys)
             prefix = f"{entity_type}:"
             found += [Candidate(e, entity_type, alias) for (e, alias) in self._planned_aliases
-                      if e.startswith(prefix) and alias and not wanted.isdisjoint(blocking_keys(alias))]
+                      if e.startswith(prefix) and alias]
         return found
 
     def match(self, entity_type: str, normalised: str) -> Match:

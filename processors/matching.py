@@ -1,8 +1,13 @@
 """Fuzzy matching of an entity name against blocked candidates, with abstention.
 
-A name-only mention that no alias names exactly is compared only with the aliases that share a
-cheap *blocking key* with it (``blocking_keys``: a core token, the first or last letters of the
-name's core, its letters sorted), never with every entity. The *core* of a name drops the words that decorate
+A name-only mention that no alias names exactly is compared only with the aliases that sit next to it
+in the alias table, never with every entity (*sorted-neighbourhood blocking*). The table is ordered by
+each name's core written as one word (``sort_key``), and kept a second time ordered by that word
+reversed: a slip late in a name keeps it beside its entity in the first order, an early one in the
+second, and a reordered person's name is looked up by each rotation of its words (``probes``). The
+neighbours of a name are read, ``NEIGHBOURS`` on each side of each probe: a lookup costs a few seeks
+whatever the organisation's size, and an alias costs one row more than its exact-name row. The
+*core* of a name drops the words that decorate
 service names without telling them apart (``svc-``, ``-service``, ``-prod``, ``the``), the same
 words glued to a CamelCase name (``ReportingService``), and a plural or ``-ing`` ending, so that
 ``reports``, ``reports-service``, ``ReportingService``, ``the reporting pipeline`` and
@@ -42,12 +47,14 @@ AFFIX_WORDS: Final = frozenset({
 """Words that decorate a name without telling entities apart: dropped from its core (unless nothing is left)."""
 GLUED_SUFFIXES: Final = ("service", "svc", "pipeline", "team")
 """The same words glued to a CamelCase name, normalised to one word (``reportingservice``)."""
-BLOCK_READ: Final = 32
-"""Aliases read per blocking key at most: a key shared by more (a word every team uses) is a poor one,
-and reading all of it would make a lookup's cost grow with the organisation. What a cap leaves out is
-what ``eval resolution``'s blocking recall measures."""
-KEY_TOKENS: Final = 4
-"""At most this many core tokens become blocking keys: a long name is blocked by its first words."""
+NEIGHBOURS: Final = 4
+"""Aliases of the wanted type read on each side of each probe. What the neighbourhood leaves out is
+what ``eval resolution``'s blocking recall measures (all of it on the shipped set from 2 on)."""
+SCANNED: Final = 4 * NEIGHBOURS
+"""Rows read on a side at most, of any type: the cost of a lookup stays bounded in a tenant where
+another type's names crowd the wanted one's."""
+ROTATIONS: Final = 3
+"""Word orders probed: each rotation of a name's first words ('martin alice' finds 'alice martin')."""
 
 MatchKind = Literal["match", "new", "abstain"]
 
@@ -112,22 +119,24 @@ def core_of(normalised: str) -> tuple[str, ...]:
     return tuple(_stem(token) for token in _plain(normalised))
 
 
+@lru_cache(maxsize=1 << 16)  # Speed: computed at every commit of an alias and every exact lookup.
+def sort_key(normalised: str) -> str:
+    """The key the alias table orders a name by: its core as one word ('svc-reports-prod' -> 'report')."""
+    return "".join(core_of(normalised))
+
+
+def suffix_key(normalised: str) -> str:
+    """The key of the second ordering: ``sort_key`` reversed, so names that end alike sit together."""
+    return sort_key(normalised)[::-1]
+
+
 @lru_cache(maxsize=1 << 16)
-def blocking_keys(normalised: str) -> tuple[str, ...]:
-    """The cheap keys a name is filed and looked up under, from its core written as one word:
-    ``t`` + each core token of three letters or more (its first ``KEY_TOKENS``), ``p`` + the first
-    three and ``s`` + the last four letters (a slip late in the name keeps the first, an early one
-    the last; ``PaymentGateway`` and ``payment gateway`` share both), and ``a`` + its letters sorted
-    (two letters swapped anywhere keep it)."""
+def probes(normalised: str) -> tuple[tuple[str, ...], str]:
+    """Where a lookup seeks: in the ``sort_key`` order, each rotation of the core's first
+    ``ROTATIONS`` words; in the reversed order, the ``suffix_key``."""
     core = core_of(normalised)
-    compact = "".join(core)
-    if not compact:
-        return ()
-    keys = dict.fromkeys(f"t{token}" for token in core[:KEY_TOKENS] if len(token) >= 3)
-    keys[f"p{compact[:3]}"] = None
-    keys[f"s{compact[-4:]}"] = None
-    keys["a" + "".join(sorted(compact))] = None
-    return tuple(keys)
+    rotations = dict.fromkeys("".join(core[i:] + core[:i]) for i in range(min(len(core), ROTATIONS)))
+    return tuple(rotations) or ("",), suffix_key(normalised)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -163,7 +172,7 @@ def best_match(entity_type: str | None, name: str, candidates: Iterable[Candidat
     'Platform' is not a Service 'Platform'); ``entity_type`` None (a query anchor with no type) lets
     any type compete, so two alike of different types abstain."""
     best: dict[str, Scored] = {}
-    # One alias is filed under several keys: scored once (dict.fromkeys keeps the order, drops repeats).
+    # One alias may neighbour several probes: scored once (dict.fromkeys keeps the order, drops repeats).
     typed = [c for c in dict.fromkeys(candidates) if entity_type is None or c.type == entity_type]
     for candidate, score in zip(typed, _scores(name, [c.alias for c in typed]), strict=True):
         held = best.get(candidate.entity_id)
@@ -176,4 +185,5 @@ def best_match(entity_type: str | None, name: str, candidates: Iterable[Candidat
     close_second = len(ranked) > 1 and ranked[1].score >= top.score - MARGIN
     if top.score >= MATCH_AT and not close_second:
         return Match("match", top.entity_id, top.score, ranked)
-    return Match("abstain", None, top.score, ranked)
+    # A reviewer is shown the plausible entities only: a neighbour read in passing may be nothing alike.
+    return Match("abstain", None, top.score, tuple(s for s in ranked if s.score >= NEW_BELOW))

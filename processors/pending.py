@@ -7,12 +7,13 @@ one atomic write. Nothing here touches storage.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from processors.identity_map import IdentityMap, identity_as_of
-from processors.matching import Candidate, blocking_keys, entity_type_of
+from processors.matching import NEIGHBOURS, SCANNED, Candidate, entity_type_of, probes, sort_key
 from processors.model import (
     AliasEntry,
     Correction,
@@ -92,11 +93,13 @@ class PendingLedger:
     """Appended versions per (tenant, system, record): a snapshot reads what its record says now once
     per event, and walking every version the batch appended made snapshot feeds quadratic per batch."""
     _alias_index: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=lambda: defaultdict(list))
-    _blocks: dict[tuple[str, str], list[AliasEntry]] = field(default_factory=dict)
-    """The batch's aliases by (tenant, blocking key), filed when a fuzzy lookup first needs them
-    (``blocked``): a batch that never matches by name never computes a key."""
-    _blocked_upto: int = 0
-    """How many of ``aliases`` are filed in ``_blocks``."""
+    _by_key: list[tuple[str, str, int]] = field(default_factory=list)
+    """The batch's aliases as (tenant, sort key, index in ``aliases``), sorted, and ``_by_suffix`` with
+    the key reversed: the two orders of the alias table, filed when a fuzzy lookup first needs them
+    (``neighbours``): a batch that never matches by name never computes a key."""
+    _by_suffix: list[tuple[str, str, int]] = field(default_factory=list)
+    _ordered_upto: int = 0
+    """How many of ``aliases`` are filed in ``_by_key`` and ``_by_suffix``."""
 
     # -- writes -------------------------------------------------------------------------------
     def append(self, version: EdgeVersion) -> None:
@@ -206,20 +209,33 @@ class PendingLedger:
                 targets.append(alias.entity_id)
         return targets
 
-    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
-                known_at: int | None = None) -> list[Candidate]:
-        found = self.base.blocked(tenant, entity_type, keys, known_at)
+    def neighbours(self, tenant: str, entity_type: str | None, normalised: str,
+                   known_at: int | None = None) -> list[Candidate]:
+        found = self.base.neighbours(tenant, entity_type, normalised, known_at)
         if not self.aliases:
             return found
-        for alias in self.aliases[self._blocked_upto:]:
-            for key in blocking_keys(alias.normalised):
-                self._blocks.setdefault((alias.tenant, key), []).append(alias)
-        self._blocked_upto = len(self.aliases)
-        for key in keys:
-            for alias in self._blocks.get((tenant, key), ()):
-                of_type = entity_type_of(alias.entity_id)
-                if (entity_type is None or of_type == entity_type) and (known_at is None or alias.tx_from <= known_at):
-                    found.append(Candidate(alias.entity_id, of_type, alias.normalised))
+        for index in range(self._ordered_upto, len(self.aliases)):
+            alias = self.aliases[index]
+            ordered = sort_key(alias.normalised)
+            insort(self._by_key, (alias.tenant, ordered, index))
+            insort(self._by_suffix, (alias.tenant, ordered[::-1], index))
+        self._ordered_upto = len(self.aliases)
+        forward, backward = probes(normalised)
+        for table, probe in [(self._by_key, key) for key in forward] + [(self._by_suffix, backward)]:
+            at = bisect_left(table, (tenant, probe))
+            for side in (table[at:at + SCANNED], table[max(0, at - SCANNED):at][::-1]):
+                kept = 0
+                for of_tenant, _, index in side:
+                    alias = self.aliases[index]
+                    of_type = entity_type_of(alias.entity_id)
+                    if of_tenant != tenant:
+                        break
+                    recorded = known_at is None or alias.tx_from <= known_at
+                    if (entity_type is None or of_type == entity_type) and recorded:
+                        found.append(Candidate(alias.entity_id, of_type, alias.normalised))
+                        kept += 1
+                        if kept == NEIGHBOURS:
+                            break
         return found
 
     def review_item(self, tenant: str, review_id: str) -> ReviewItem | None:

@@ -36,10 +36,11 @@ class LedgerReader(Protocol):
         """Entity ids the alias names, as of ``known_at`` (``None``: everything recorded)."""
         ...
 
-    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
-                known_at: int | None = None) -> list[Candidate]:
-        """The aliases filed under any of the blocking ``keys`` (``matching.blocking_keys``), of
-        ``entity_type`` (``None``: any), as of ``known_at``; at most ``matching.BLOCK_READ`` per key."""
+    def neighbours(self, tenant: str, entity_type: str | None, normalised: str,
+                   known_at: int | None = None) -> list[Candidate]:
+        """The aliases next to the name ``normalised`` in the alias table's orderings (``matching.probes``),
+        of ``entity_type`` (``None``: any), as of ``known_at``: ``matching.NEIGHBOURS`` on each side of
+        each probe."""
         ...
 
     def believed_from_record(self, tenant: str, system: str, record: str) -> list[EdgeVersion]:
@@ -104,5 +105,5 @@ class GraphReader(Protocol):
         """The identity map as of ``known_at`` (``processors.identity_map``); None when no merge holds."""
         ...
 
-    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
-                known_at: int | None = None) -> list[Candidate]: ...
+    def neighbours(self, tenant: str, entity_type: str | None, normalised: str,
+                   known_at: int | None = None) -> list[Candidate]: ...

@@ -16,7 +16,7 @@ from typing import Literal
 
 from processors.identity import normalise_name
 from processors.identity_map import IDENTITY_READ, canonical_ids
-from processors.matching import best_match, blocking_keys, entity_type_of
+from processors.matching import best_match, entity_type_of
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader
 from processors.query_results import disposition, edge_out, fill_result, limits_dict
@@ -148,7 +148,7 @@ def resolve_anchor(reader: GraphReader, tenant: str, text: str, known_at: int, *
         return AnchorOut(input=text, entity=None, resolution="ambiguous", candidates=sorted(candidates))
     match_type = wanted_type if rest and wanted_type in entity_types else None
     name = normalise_name(rest if match_type is not None else text)
-    match = best_match(match_type, name, reader.blocked(tenant, match_type, blocking_keys(name), known_at))
+    match = best_match(match_type, name, reader.neighbours(tenant, match_type, name, known_at))
     if match.kind == "match":
         return AnchorOut(input=text, entity=match.entity_id, resolution="match")
     if match.kind == "abstain":

@@ -124,9 +124,9 @@ class LedgerFollower:
     def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
         return self.store.identity(tenant, known_at)
 
-    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
-                known_at: int | None = None) -> list[Candidate]:
-        return self.store.blocked(tenant, entity_type, keys, known_at)
+    def neighbours(self, tenant: str, entity_type: str | None, normalised: str,
+                   known_at: int | None = None) -> list[Candidate]:
+        return self.store.neighbours(tenant, entity_type, normalised, known_at)
 
     def last_tx(self) -> int:
         return self.store.last_tx()

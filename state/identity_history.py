@@ -19,11 +19,11 @@ def merges_and_splits(store: StoreReads, tenant: str, entity: str) -> list[Ident
 
 
 def aliases(store: StoreReads, tenant: str, entity: str) -> list[IdentityEdit]:
-    """The entity's rows of the alias table. ``N`` is keyed by alias, so this scans the tenant's aliases:
+    """The entity's rows of the alias table. ``N`` is keyed by name, so this scans the tenant's aliases:
     fine for an audit listing, not for a hot path."""
     found = []
     for key, value in store.kv.scan(b"N" + pack(tenant)):
-        _, normalised, entity_id = unpack(key[1:])
+        _, _, normalised, entity_id = unpack(key[1:])
         if entity_id == entity:
             found.append(AliasEntry(tenant, str(normalised), entity, int(value)))
     return alias_edits(found)

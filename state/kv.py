@@ -28,6 +28,11 @@ class OrderedKV(Protocol):
         from the first such key at or after ``start``."""
         ...
 
+    def scan_before(self, prefix: bytes, before: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) whose key starts with ``prefix`` and sorts before ``before``, nearest
+        first (descending byte order): the other side of a neighbourhood ``scan`` starts at."""
+        ...
+
     def write(self, puts: list[tuple[bytes, bytes]], deletes: Sequence[bytes] = ()) -> None:
         """Apply all puts and deletes atomically."""
         ...
@@ -56,6 +61,10 @@ class MemoryKV:
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         upper = prefix_end(prefix) if prefix.rstrip(b"\xff") else None
         for key in self._data.irange(max(prefix, start or prefix), upper, inclusive=(True, False)):
+            yield key, self._data[key]
+
+    def scan_before(self, prefix: bytes, before: bytes) -> Iterator[tuple[bytes, bytes]]:
+        for key in self._data.irange(prefix, before, inclusive=(True, False), reverse=True):
             yield key, self._data[key]
 
     def write(self, puts: list[tuple[bytes, bytes]], deletes: Sequence[bytes] = ()) -> None:
@@ -160,6 +169,23 @@ class RocksKV:
                     return
                 yield key, iterator.value()
                 iterator.next()
+        finally:
+            if generation == self._generation and len(self._idle) < _IDLE_ITERATORS:
+                self._idle.append(iterator)
+
+    def scan_before(self, prefix: bytes, before: bytes) -> Iterator[tuple[bytes, bytes]]:
+        generation = self._generation
+        iterator = self._idle.pop() if self._idle else self._db.iter()
+        try:
+            iterator.seek_for_prev(before)
+            if iterator.valid() and iterator.key() == before:
+                iterator.prev()
+            while iterator.valid():
+                key = iterator.key()
+                if not key.startswith(prefix):
+                    return
+                yield key, iterator.value()
+                iterator.prev()
         finally:
             if generation == self._generation and len(self._idle) < _IDLE_ITERATORS:
                 self._idle.append(iterator)

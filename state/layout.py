@@ -7,8 +7,8 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``A``  tenant, node, rel, ``o``/``i``, tx_from, edge_id             nothing: an index of ``V`` (adjacency, both ends)
 ``T``  tenant, last tx of a batch                                  (tx, ``a``/``c``, edge_id) the batch appended/closed
 ``E``  tenant, entity_id                                            entity (type, latest name)
-``N``  tenant, normalised alias, entity_id                          tx the alias was recorded
-``U``  tenant, ``b``, blocking key, entity type, alias, entity_id   tx of the ``N`` row: its blocks
+``N``  tenant, sort key of the alias, alias, entity_id               tx the alias was recorded
+``S``  tenant, sort key reversed, alias, entity_id                  tx of the ``N`` row: its suffix order
 ``U``  tenant, ``r``, review_id / tenant, ``e``, entity_id, tx, id  a review decision / by entity
 ``G``  (``state.pipeline_store``: a worker's input offsets)
 ``B``  tenant, system, record or "", edge_id                         the version, while still believed

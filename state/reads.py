@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 from processors.identity_map import IdentityMap, IdentityTimeline
-from processors.matching import BLOCK_READ, Candidate
+from processors.matching import NEIGHBOURS, SCANNED, Candidate, entity_type_of, probes, sort_key
 from processors.model import (
     Correction,
     DeadLetter,
@@ -155,7 +155,8 @@ class StoreReads:
         entries = self._aliases.get(key)
         if entries is None:
             entries = tuple(
-                (str(unpack(k[1:])[-1]), int(value)) for k, value in self.kv.scan(b"N" + pack(tenant, normalised))
+                (str(unpack(k[1:])[-1]), int(value))
+                for k, value in self.kv.scan(b"N" + pack(tenant, sort_key(normalised), normalised))
             )
             self._remember(self._aliases, key, entries)
         return [entity_id for entity_id, tx in entries if known_at is None or tx <= known_at]
@@ -194,21 +195,17 @@ class StoreReads:
             self._placeholders[tenant] = known
         return known
 
-    def blocked(self, tenant: str, entity_type: str | None, keys: tuple[str, ...],
-                known_at: int | None = None) -> list[Candidate]:
-        """The ``U`` ``b`` rows under each key (of ``entity_type``, when given), ``BLOCK_READ`` at most per key."""
+    def neighbours(self, tenant: str, entity_type: str | None, normalised: str,
+                   known_at: int | None = None) -> list[Candidate]:
+        """On each side of each probe (``matching.probes``): ``N`` rows in sort-key order, ``S`` rows
+        in suffix order."""
+        forward, backward = probes(normalised)
         found: list[Candidate] = []
-        for key in keys:
-            prefix = b"U" + (pack(tenant, "b", key) if entity_type is None else pack(tenant, "b", key, entity_type))
-            read = 0
-            for row, value in self.kv.scan(prefix):
-                if read == BLOCK_READ:
-                    break
-                read += 1
-                if known_at is not None and int(value) > known_at:
-                    continue
-                _, _, _, of_type, alias, entity_id = unpack(row[1:])
-                found.append(Candidate(str(entity_id), str(of_type), str(alias)))
+        for table, probe in [(b"N", key) for key in forward] + [(b"S", backward)]:
+            prefix = table + pack(tenant)
+            at = table + pack(tenant, probe)
+            _take_near(found, self.kv.scan(prefix, at), entity_type, known_at)
+            _take_near(found, self.kv.scan_before(prefix, at), entity_type, known_at)
         return found
 
     def _drop_caches(self) -> None:
@@ -346,3 +343,18 @@ class StoreReads:
                     found[system] = SourceActivity(tenant, system, entry[1], entry[2], entry[3], entry[4])
                 break
         return found if sought else latest
+
+
+def _take_near(found: list[Candidate], rows: Iterator[tuple[bytes, bytes]], entity_type: str | None,
+               known_at: int | None) -> None:
+    """The first ``NEIGHBOURS`` aliases of ``entity_type`` recorded by ``known_at`` among ``rows`` (an
+    alias table's rows from a probe outwards), reading ``SCANNED`` rows at most."""
+    kept = 0
+    for read, (key, value) in enumerate(rows, 1):
+        _, _, alias, entity_id = unpack(key[1:])
+        of_type = entity_type_of(str(entity_id))
+        if (entity_type is None or of_type == entity_type) and (known_at is None or int(value) <= known_at):
+            found.append(Candidate(str(entity_id), of_type, str(alias)))
+            kept += 1
+        if kept == NEIGHBOURS or read == SCANNED:
+            return

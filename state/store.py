@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from processors.matching import blocking_keys, entity_type_of
+from processors.matching import sort_key
 from processors.model import Correction, EdgeVersion, EncodedVersion, Merge, SourceActivity, last_heard_tx
 from processors.pending import PendingLedger
 from state import codec
@@ -221,12 +221,9 @@ class LedgerStore(StoreReads):
         for entity in pending.entities.values():
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
         for alias in pending.aliases:
-            recorded = str(alias.tx_from).encode()
-            puts.append((b"N" + pack(alias.tenant, alias.normalised, alias.entity_id), recorded))
-            entity_type = entity_type_of(alias.entity_id)
-            for key in blocking_keys(alias.normalised):
-                puts.append((b"U" + pack(alias.tenant, "b", key, entity_type, alias.normalised, alias.entity_id),
-                             recorded))
+            recorded, ordered = str(alias.tx_from).encode(), sort_key(alias.normalised)
+            puts.append((b"N" + pack(alias.tenant, ordered, alias.normalised, alias.entity_id), recorded))
+            puts.append((b"S" + pack(alias.tenant, ordered[::-1], alias.normalised, alias.entity_id), recorded))
         for merge in pending.merge_rows.values():
             puts.append((b"Q" + pack(merge.tenant, "m", merge.merge_id), codec.encode_merge(merge)))
             for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare

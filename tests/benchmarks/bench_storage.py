@@ -53,7 +53,8 @@ Write = tuple[list[tuple[bytes, bytes]], Sequence[bytes]]
 @dataclass
 class RecordingKV:
     """An ``OrderedKV`` over ``kv`` that records every operation, in order: ``("get", key)``,
-    ``("get_many", keys)``, ``("scan", prefix, start, rows taken)``, ``("write", puts, deletes)``."""
+    ``("get_many", keys)``, ``("scan", prefix, start, rows taken)`` (``scan_before`` alike),
+    ``("write", puts, deletes)``."""
 
     kv: RocksKV
     operations: list[tuple[str, Get | Scan | Write]] = field(default_factory=list)
@@ -74,6 +75,15 @@ class RecordingKV:
                 yield row
         finally:
             self.operations.append(("scan", (prefix, start, taken)))
+
+    def scan_before(self, prefix: bytes, before: bytes) -> Iterator[tuple[bytes, bytes]]:
+        taken = 0
+        try:
+            for row in self.kv.scan_before(prefix, before):
+                taken += 1
+                yield row
+        finally:
+            self.operations.append(("scan_before", (prefix, before, taken)))
 
     def write(self, puts: list[tuple[bytes, bytes]], deletes: Sequence[bytes] = ()) -> None:
         self.operations.append(("write", (list(puts), list(deletes))))
@@ -129,10 +139,10 @@ def record(state: Path, events_file: Path) -> list[tuple[str, Get | Scan | Write
 
 def probe_prefixes(operations: list[tuple[str, Get | Scan | Write]], per_table: int = 2_000) -> list[bytes]:
     """Scan prefixes that hold rows at the end of the load, as the ledger scans them: a name's
-    aliases (``N``: tenant, name) and a node's adjacency of one relationship and direction (``A``:
+    aliases (``N``: tenant, sort key, name) and a node's adjacency of one relationship and direction (``A``:
     tenant, node, rel, direction), evenly sampled from the rows written."""
     found: dict[bytes, list[bytes]] = {b"N": [], b"A": []}
-    parts_kept = {b"N": 2, b"A": 4}
+    parts_kept = {b"N": 3, b"A": 4}
     for kind, arguments in operations:
         if kind != "write":
             continue
@@ -165,9 +175,10 @@ def replay(state: Path, operations: list[tuple[str, Get | Scan | Write]],
         elif kind == "get_many":
             kv.get_many(arguments[0])  # type: ignore[arg-type]
             result.get_s += clock() - started
-        elif kind == "scan":
+        elif kind in ("scan", "scan_before"):
             prefix, start, taken = arguments  # type: ignore[misc]
-            for count, _ in enumerate(kv.scan(prefix, start), 1):  # type: ignore[arg-type]
+            rows = kv.scan(prefix, start) if kind == "scan" else kv.scan_before(prefix, start)  # type: ignore[arg-type]
+            for count, _ in enumerate(rows, 1):
                 result.rows_scanned += 1
                 if count == taken:
                     break

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from processors.identity import normalise_name
-from processors.matching import Candidate, best_match, blocking_keys, core_of
+from processors.matching import Candidate, best_match, core_of, probes, sort_key
 
 REPORTS = ["reports", "reports-service", "ReportingService", "the reporting pipeline", "svc-reports-prod"]
 
@@ -70,8 +70,14 @@ def test_an_entity_scores_by_its_best_alias() -> None:
     assert (match.kind, match.entity_id, match.score) == ("match", "Service:cmdb:S1", 100.0)
 
 
-def test_the_forms_of_one_name_share_blocking_keys() -> None:
-    keys = [set(blocking_keys(normalise_name(name))) for name in
-            ("payment gateway", "PaymentGateway", "Paymnet Gateway", "payments-gateway-svc")]
-    assert all(keys[0] & other for other in keys[1:])
-    assert blocking_keys("") == ()
+def test_the_forms_of_one_name_share_a_sort_key_and_a_slip_keeps_one_end() -> None:
+    forms = ("payment gateway", "PaymentGateway", "payments-gateway-svc", "the payment gateway service")
+    assert {sort_key(normalise_name(name)) for name in forms} == {"paymentgateway"}
+    late, early = sort_key("payment gatewya"), sort_key("pyament gateway")
+    assert late[:10] == "paymentgat" and early[-10:] == "entgateway"
+
+
+def test_a_reordered_name_is_probed_in_each_rotation_of_its_words() -> None:
+    forward, backward = probes(normalise_name("Martin Alice"))
+    assert sort_key("alice martin") in forward and backward == "ecilanitram"
+    assert probes("") == (("",), "")

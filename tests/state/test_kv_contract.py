@@ -29,6 +29,19 @@ def test_a_scan_can_start_inside_its_prefix(kv) -> None:
     assert list(kv.scan(pack("t"), start=pack("t", (1 << 40) + 1))) == []
 
 
+def test_a_scan_before_a_key_walks_its_prefix_backwards_nearest_first(kv) -> None:
+    keys = [pack("s", 9)] + [pack("t", name, 1) for name in ("a", "ab", "b", "c")] + [pack("u", 1)]
+    kv.write([(k, b"v") for k in keys])
+    assert [k for k, _ in kv.scan_before(pack("t"), pack("t", "b"))] == [keys[2], keys[1]]
+    before_b = [k for k, _ in kv.scan_before(pack("t"), pack("t", "b", 1))]
+    assert before_b == [keys[2], keys[1]], "the key itself is not before"
+    assert [k for k, _ in kv.scan_before(pack("t"), pack("t", "zz"))] == keys[4:0:-1]
+    assert list(kv.scan_before(pack("t"), pack("t", "a"))) == [], "nothing of the prefix before it"
+    for _ in kv.scan_before(pack("t"), pack("t", "c")):
+        break  # an abandoned scan leaves the store usable
+    assert [k for k, _ in kv.scan(pack("t"), start=pack("t", "b"))] == keys[3:5]
+
+
 def test_write_applies_puts_and_deletes_together(kv) -> None:
     kv.write([(b"k1", b"1"), (b"k2", b"2")])
     kv.write([(b"k3", b"3")], [b"k1"])
