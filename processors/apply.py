@@ -12,9 +12,7 @@ from typing import Any
 from processors.clock import micros_of
 from processors.identity import Decided, Mention, MentionResolver, Resolution, normalise_name
 from processors.identity_map import (
-    MatchPredicate,
     merge_refusal,
-    same_normalised_name,
     split,
     split_refusal,
 )
@@ -53,13 +51,11 @@ class Parked(Exception):
         self.details = details
 
 
-def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocabulary,
-                placeholder_match: MatchPredicate = same_normalised_name) -> None:
-    """Apply ``event`` (validated, not yet seen) at transaction time ``tx``; raises ``Rejected`` or ``Parked``.
-    ``placeholder_match`` says which placeholders a new system-of-record entity absorbs."""
+def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocabulary) -> None:
+    """Apply ``event`` (validated, not yet seen) at transaction time ``tx``; raises ``Rejected`` or ``Parked``."""
     match event:
         case ChangeEvent():
-            _apply_change(event, ledger, tx, vocabulary, placeholder_match)
+            _apply_change(event, ledger, tx, vocabulary)
         case RevokeEvent():
             version = ledger.version(event.tenant, event.edge_id)
             if version is None:
@@ -188,14 +184,14 @@ def _decided_entity(event: DecisionCommand, ledger: PendingLedger, entity_type: 
 
 
 def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary: Vocabulary,
-                  placeholder_match: MatchPredicate = same_normalised_name, decided: Decided | None = None) -> None:
+                  decided: Decided | None = None) -> None:
     # Speed: every field of the event is read once, from the models' ``fields_of``. The names that
     # key the ledger's caches (tenant, relationship, source system, entity ids) are interned: late
     # in a large load most cache lookups miss the CPU caches, and a key made of the very strings
     # the cache holds compares by identity instead of reading the stored strings' text.
     stated_event = fields_of(event)
     tenant: str = intern(stated_event["tenant"])
-    resolver = MentionResolver(ledger, tenant, stated_event["event_id"], placeholder_match, decided)
+    resolver = MentionResolver(ledger, tenant, stated_event["event_id"], decided)
     assertions = [_stated(resolver, item, True) for item in stated_event["assert_"]]
     retractions = [_stated(resolver, item, False) for item in stated_event["retract"]]
     for index, stated in enumerate(assertions):

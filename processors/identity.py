@@ -3,17 +3,18 @@
 A mention with a system-of-record id is ``Type:id``; its name and aliases become aliases of that
 id. A mention with only a name resolves through the alias table (an exact normalised name) to
 exactly one entity of its type; several such entities, and we abstain. With no exact hit, the name
-is matched against the aliases that share a blocking key with it (``processors.matching``): a clear
+is matched against the aliases next to it in the alias table (``processors.matching``): a clear
 match resolves to that entity (and its name becomes an alias of it), a name like none becomes a new
-entity keyed by its normalised name (``Type:~name``), and anything in between abstains: the event
-waits in the review queue. A review decision resolves a parked mention through ``decided``. Names
-of entities merged into one (``processors.identity_map``) name that one, and a new system-of-record
-entity absorbs, by a merge, the placeholders its names match (``MatchPredicate``).
+entity keyed by its normalised name (``Type:~name``), a *placeholder*, and anything in between
+abstains: the event waits in the review queue. A review decision resolves a parked mention through
+``decided``. Names of entities merged into one (``processors.identity_map``) name that one, and a new
+system-of-record entity absorbs, by a merge, each placeholder the matcher says it is (``_absorbs``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from sys import intern
 from typing import Literal
@@ -22,12 +23,12 @@ from processors.identity_map import (
     MATCHER,
     IdentityMap,
     MatchPredicate,
+    PlaceholderReader,
     canonical_ids,
     is_placeholder,
     placeholders_to_absorb,
-    same_normalised_name,
 )
-from processors.matching import Candidate, Match, Scored, best_match
+from processors.matching import MATCH_AT, Candidate, Match, Scored, best_match, similarity
 from processors.model import AliasEntry, Entity, Merge, fields_of
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
@@ -84,11 +85,10 @@ class MentionResolver:
 
     # Speed: a plain class, not a dataclass (see ``Versioner``): one is built per event.
     def __init__(self, reader: LedgerReader, tenant: str, event_id: str = "",
-                 absorbs: MatchPredicate = same_normalised_name, decided: Decided | None = None) -> None:
+                 decided: Decided | None = None) -> None:
         self.reader = reader
         self.tenant = tenant
         self.event_id = event_id
-        self.absorbs = absorbs
         self.decided = decided
         self._planned_entities: dict[str, tuple[str, str | None]] = {}
         """entity id -> (type, latest name mentioned)"""
@@ -196,8 +196,14 @@ class MentionResolver:
             self._absorb_placeholders(ledger, new_entities, tx)
 
     def _absorb_placeholders(self, ledger: PendingLedger, new_entities: set[str], tx: int) -> None:
-        """Each new system-of-record entity absorbs the placeholders its names match: an ordinary
-        merge by ``matcher``, which a split undoes."""
+        """Each new system-of-record entity absorbs the placeholders the matcher says it is: an
+        ordinary merge by ``matcher``, which a split undoes. The placeholders judged are those next
+        to the entity's names in the alias table."""
+
+        def near(_: PlaceholderReader, tenant: str, entity_type: str, names: Sequence[str]) -> list[tuple[str, str]]:
+            found = (c for name in names for c in ledger.neighbours(tenant, entity_type, name))
+            return list(dict.fromkeys((c.entity_id, c.alias) for c in found if is_placeholder(c.entity_id)))
+
         now = ledger.identity(self.tenant, None)
         for entity_id in sorted(new_entities):
             if is_placeholder(entity_id):
@@ -205,8 +211,28 @@ class MentionResolver:
             entity = ledger.entity(self.tenant, entity_id)
             assert entity is not None  # recorded above
             names = [name for (named, name), _ in self._planned_aliases.items() if named == entity_id and name]
-            for placeholder in placeholders_to_absorb(ledger, self.tenant, entity, names, now, self.absorbs):
+            absorbs = _names_placeholder(ledger, entity)
+            for placeholder in placeholders_to_absorb(ledger, self.tenant, entity, names, now, absorbs, near):
                 merge = Merge(self.tenant, derive_id("m", self.tenant, self.event_id, placeholder), entity_id,
                               placeholder, MATCHER, f"the placeholder {placeholder!r} names {entity_id!r}", tx)
                 ledger.add_merge(merge)
-                now = IdentityMap([*(m for m in ledger.merges(self.tenant) if m.in_effect(None))])
+                now = ledger.identity(self.tenant, None)
+
+
+def _names_placeholder(ledger: PendingLedger, entity: Entity) -> MatchPredicate:
+    """Whether a placeholder's name names the new ``entity`` (by one of its names): the matcher's
+    answer for the placeholder's name, among the system-of-record entities next to it and the new
+    one, is a clear match to the new one. A rival as alike keeps the placeholder apart."""
+    others: dict[str, list[Candidate]] = {}
+
+    def judge(placeholder_name: str, name: str) -> bool:
+        if similarity(placeholder_name, name) < MATCH_AT:
+            return False  # Speed: most neighbours are nothing alike, and need no look at the rivals
+        rivals = others.get(placeholder_name)
+        if rivals is None:
+            near = ledger.neighbours(entity.tenant, entity.type, placeholder_name)
+            rivals = others[placeholder_name] = [c for c in near if not is_placeholder(c.entity_id)]
+        decided = best_match(entity.type, placeholder_name, [*rivals, Candidate(entity.entity_id, entity.type, name)])
+        return decided.kind == "match" and decided.entity_id == entity.entity_id
+
+    return judge

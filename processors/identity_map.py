@@ -7,7 +7,7 @@ are the whole tree. Edges are never rewritten: a traversal expanding a node read
 every member and reports the stored edge ids, so a split restores every answer exactly.
 
 A tenant with no merge has no ``IdentityMap`` (``identity_as_of`` gives None): the traversal and the
-apply path then do exactly what they did before merges existed.
+apply path then skip identity altogether.
 
 Placeholders (``Type:~name``, made from a name-only mention) are absorbed, by an ordinary merge whose
 actor is ``matcher``, into the first system-of-record entity that a ``MatchPredicate`` says they name.
@@ -30,11 +30,6 @@ same type) -> whether they name the same entity above the high threshold. Only a
 merge is worse than a missed one."""
 
 
-def same_normalised_name(placeholder_name: str, name: str) -> bool:
-    """The exact predicate: the normalised names are equal."""
-    return placeholder_name == name
-
-
 class IdentityMap:
     """The merges in effect at one transaction time: canonical ids and members."""
 
@@ -52,6 +47,19 @@ class IdentityMap:
         # The survivor first, the absorbed after it in id order: the order adjacencies are read in.
         self._members: dict[str, tuple[str, ...]] = {
             root: (root, *sorted(n for n in nodes if n != root)) for root, nodes in grouped.items()}
+
+    def with_merge(self, merge: Merge) -> IdentityMap:
+        """This map and one more merge, whose ``absorb`` nothing absorbs yet (``merge_refusal``): a
+        copy, so a map others hold never changes, and only the joined tree's members are worked out."""
+        joined = (*self.members(merge.keep), *self.members(merge.absorb))
+        extended = IdentityMap(())
+        extended._into = {**self._into, merge.absorb: merge.keep}
+        extended._by_absorbed = {**self._by_absorbed, merge.absorb: merge}
+        extended._members = dict(self._members)
+        extended._members.pop(merge.absorb, None)
+        root = extended.canonical(merge.keep)
+        extended._members[root] = (root, *sorted({n for n in joined if n != root}))
+        return extended
 
     def canonical(self, node: str) -> str:
         """The survivor ``node`` is, as of this map (``node`` itself when nothing absorbed it)."""

@@ -17,7 +17,6 @@ from pydantic import ValidationError
 
 from processors.apply import Parked, Rejected, apply_event
 from processors.clock import TransactionClock, micros_of
-from processors.identity_map import MatchPredicate, same_normalised_name
 from processors.model import DeadLetter, EventOutcome, Outcome, ReviewItem, fields_of
 from processors.pending import PendingLedger
 from processors.versioning import derive_id
@@ -48,8 +47,6 @@ def describe_validation_error(error: ValidationError) -> str:
 class LedgerProcessor:
     ontology: Ontology
     clock: TransactionClock
-    placeholder_match: MatchPredicate = same_normalised_name
-    """Which placeholders a new system-of-record entity absorbs (``processors.identity_map``)."""
     _current: LedgerEvent | None = field(default=None, init=False, repr=False)
     _document: object | None = field(default=None, init=False, repr=False)
 
@@ -145,7 +142,7 @@ class LedgerProcessor:
         tx = self.clock.tick(ledger.last_tx())
         ledger.tx = tx
         try:
-            apply_event(event, ledger, tx, self._vocabulary, self.placeholder_match)
+            apply_event(event, ledger, tx, self._vocabulary)
         except Rejected as rejected:
             outcome = self._dead_letter(ledger, "apply", str(rejected), _original(raw), stated)
         except Parked as parked:

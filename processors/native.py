@@ -36,6 +36,7 @@ COMPILED = (
     "processors/heap.py",
     "processors/identity.py",
     "processors/intervals.py",
+    "processors/matching.py",
     "processors/ledger.py",
     "processors/model.py",
     "processors/outbox.py",

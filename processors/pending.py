@@ -98,6 +98,8 @@ class PendingLedger:
     the key reversed: the two orders of the alias table, filed when a fuzzy lookup first needs them
     (``neighbours``): a batch that never matches by name never computes a key."""
     _by_suffix: list[tuple[str, str, int]] = field(default_factory=list)
+    _identity_now: dict[str, IdentityMap | None] = field(default_factory=dict)
+    """A tenant's identity map now, once a batch with identity edits read it: extended by each new merge."""
     _ordered_upto: int = 0
     """How many of ``aliases`` are filed in ``_by_key`` and ``_by_suffix``."""
 
@@ -152,7 +154,14 @@ class PendingLedger:
 
     def add_merge(self, merge: Merge) -> None:
         """A new merge, or a merge closed by a split (the same id: the later state wins)."""
-        self.merge_rows[(merge.tenant, merge.merge_id)] = merge
+        tenant = merge.tenant
+        fresh = merge.tx_to is None and self.merge(tenant, merge.merge_id) is None
+        known = tenant in self._identity_now or not any(of_tenant == tenant for of_tenant, _ in self.merge_rows)
+        now = self._identity_now.pop(tenant) if tenant in self._identity_now else self.base.identity(tenant, None)
+        self.merge_rows[(tenant, merge.merge_id)] = merge
+        if fresh and known:
+            # Speed: a new merge extends the map as the batch has it; after a split (rare) it is built again.
+            self._identity_now[tenant] = (now or IdentityMap(())).with_merge(merge)
 
     def add_placeholder(self, tenant: str, entity_id: str) -> None:
         self.placeholders.append((tenant, entity_id))
@@ -267,7 +276,11 @@ class PendingLedger:
     def identity(self, tenant: str, known_at: int | None) -> IdentityMap | None:
         if not self.merge_rows:
             return self.base.identity(tenant, known_at)  # Speed: the store's map, built once
-        return identity_as_of(self.merges(tenant), known_at)
+        if known_at is not None:
+            return identity_as_of(self.merges(tenant), known_at)
+        if tenant not in self._identity_now:
+            self._identity_now[tenant] = identity_as_of(self.merges(tenant), None)
+        return self._identity_now[tenant]
 
     def merge(self, tenant: str, merge_id: str) -> Merge | None:
         pending = self.merge_rows.get((tenant, merge_id))
