@@ -14,7 +14,6 @@ system-of-record entity absorbs, by a merge, each placeholder the matcher says i
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from functools import lru_cache
 from sys import intern
 from typing import Literal
@@ -23,7 +22,6 @@ from processors.identity_map import (
     MATCHER,
     IdentityMap,
     MatchPredicate,
-    PlaceholderReader,
     canonical_ids,
     is_placeholder,
     placeholders_to_absorb,
@@ -198,11 +196,7 @@ class MentionResolver:
     def _absorb_placeholders(self, ledger: PendingLedger, new_entities: set[str], tx: int) -> None:
         """Each new system-of-record entity absorbs the placeholders the matcher says it is: an
         ordinary merge by ``matcher``, which a split undoes. The placeholders judged are those next
-        to the entity's names in the alias table."""
-
-        def near(_: PlaceholderReader, tenant: str, entity_type: str, names: Sequence[str]) -> list[tuple[str, str]]:
-            found = (c for name in names for c in ledger.neighbours(tenant, entity_type, name))
-            return list(dict.fromkeys((c.entity_id, c.alias) for c in found if is_placeholder(c.entity_id)))
+        to the entity's names in the placeholders' own orders."""
 
         now = ledger.identity(self.tenant, None)
         for entity_id in sorted(new_entities):
@@ -211,8 +205,9 @@ class MentionResolver:
             entity = ledger.entity(self.tenant, entity_id)
             assert entity is not None  # recorded above
             names = [name for (named, name), _ in self._planned_aliases.items() if named == entity_id and name]
+            offered = [near for name in names for near in ledger.placeholders_near(self.tenant, entity.type, name)]
             absorbs = _names_placeholder(ledger, entity)
-            for placeholder in placeholders_to_absorb(ledger, self.tenant, entity, names, now, absorbs, near):
+            for placeholder in placeholders_to_absorb(offered, entity, names, now, absorbs):
                 merge = Merge(self.tenant, derive_id("m", self.tenant, self.event_id, placeholder), entity_id,
                               placeholder, MATCHER, f"the placeholder {placeholder!r} names {entity_id!r}", tx)
                 ledger.add_merge(merge)

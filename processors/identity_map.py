@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
 
 from processors.model import Entity, Merge
 
@@ -183,43 +182,28 @@ def split(merge: Merge, split_id: str, actor: str, reason: str, tx: int) -> Merg
 
 
 # -- placeholder absorption -------------------------------------------------------------------------------
-class PlaceholderReader(Protocol):
-    def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
-
-
-Candidates = Callable[[PlaceholderReader, str, str, Sequence[str]], list[tuple[str, str]]]
-"""(reader, tenant, entity type, normalised names of the new entity) -> (placeholder id, its normalised
-name) of the placeholders worth judging: the blocking step, before ``MatchPredicate`` decides."""
-
-
 def is_placeholder(entity_id: str) -> bool:
     """A ``Type:~name`` entity, made from a name-only mention."""
     return ":~" in entity_id
 
 
-def same_name_candidates(reader: PlaceholderReader, tenant: str, entity_type: str,
-                         names: Sequence[str]) -> list[tuple[str, str]]:
-    """The placeholders of the type named exactly by one of ``names``: a point read each."""
-    found = []
-    for name in names:
-        candidate = f"{entity_type}:~{name}"
-        if reader.entity(tenant, candidate) is not None:
-            found.append((candidate, name))
-    return found
+def placeholder_name(entity_id: str) -> str:
+    """The normalised name a placeholder was made from (``Type:~name``, or ``Type:~name~review`` when a
+    review decision made it beside an entity of that name: a normalised name has no ``~``)."""
+    return entity_id.split(":~", 1)[1].split("~", 1)[0]
 
 
-def placeholders_to_absorb(reader: PlaceholderReader, tenant: str, entity: Entity, names: Sequence[str],
-                           now: IdentityMap | None, match: MatchPredicate,
-                           candidates: Candidates = same_name_candidates) -> list[str]:
+def placeholders_to_absorb(offered: Iterable[tuple[str, str]], entity: Entity, names: Sequence[str],
+                           now: IdentityMap | None, match: MatchPredicate) -> list[str]:
     """The placeholders a new system-of-record ``entity`` (``names``: its normalised name and aliases)
-    absorbs: those ``candidates`` offers, not absorbed already, whose name ``match`` accepts for one of
-    ``names``, in the order offered."""
+    absorbs: those ``offered`` (placeholder id, its name), not absorbed already, whose name ``match``
+    accepts for one of ``names``, in the order offered."""
     found: list[str] = []
-    for placeholder, placeholder_name in candidates(reader, tenant, entity.type, names):
+    for placeholder, name_of_placeholder in offered:
         if placeholder in found or placeholder == entity.entity_id:
             continue
         if now is not None and now.absorbed_by(placeholder) is not None:
             continue
-        if any(match(placeholder_name, name) for name in names):
+        if any(match(name_of_placeholder, name) for name in names):
             found.append(placeholder)
     return found

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from processors.identity_map import IdentityMap, identity_as_of
+from processors.identity_map import IdentityMap, identity_as_of, placeholder_name
 from processors.matching import NEIGHBOURS, SCANNED, Candidate, entity_type_of, probes, sort_key
 from processors.model import (
     AliasEntry,
@@ -285,6 +285,14 @@ class PendingLedger:
     def merge(self, tenant: str, merge_id: str) -> Merge | None:
         pending = self.merge_rows.get((tenant, merge_id))
         return pending if pending is not None else self.base.merge(tenant, merge_id)
+
+    def placeholders_near(self, tenant: str, entity_type: str, normalised: str) -> list[tuple[str, str]]:
+        found = self.base.placeholders_near(tenant, entity_type, normalised)
+        # A batch records few placeholders: each of the type is offered (the matcher judges them).
+        prefix = f"{entity_type}:"
+        found += [(entity_id, placeholder_name(entity_id)) for of_tenant, entity_id in self.placeholders
+                  if of_tenant == tenant and entity_id.startswith(prefix)]
+        return found
 
     def has_placeholders(self, tenant: str) -> bool:
         return any(of_tenant == tenant for of_tenant, _ in self.placeholders) or self.base.has_placeholders(tenant)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from processors.identity_map import IdentityMap, IdentityTimeline
+from processors.identity_map import IdentityMap, IdentityTimeline, placeholder_name
 from processors.matching import NEIGHBOURS, SCANNED, Candidate, entity_type_of, probes, sort_key
 from processors.model import (
     Correction,
@@ -194,6 +194,23 @@ class StoreReads:
             known = any(True for _ in self.kv.scan(b"Z" + pack(tenant)))
             self._placeholders[tenant] = known
         return known
+
+    def placeholders_near(self, tenant: str, entity_type: str, normalised: str) -> list[tuple[str, str]]:
+        """``Z`` rows on each side of each probe: ``f`` in sort-key order, ``s`` in suffix order."""
+        forward, backward = probes(normalised)
+        found: list[tuple[str, str]] = []
+        for tag, probe in [("f", key) for key in forward] + [("s", backward)]:
+            prefix, at = b"Z" + pack(tenant, tag), b"Z" + pack(tenant, tag, probe)
+            for rows in (self.kv.scan(prefix, at), self.kv.scan_before(prefix, at)):
+                kept = 0
+                for read, (key, _) in enumerate(rows, 1):
+                    placeholder = str(unpack(key[1:])[-1])
+                    if entity_type_of(placeholder) == entity_type:
+                        found.append((placeholder, placeholder_name(placeholder)))
+                        kept += 1
+                    if kept == NEIGHBOURS or read == SCANNED:
+                        break
+        return found
 
     def neighbours(self, tenant: str, entity_type: str | None, normalised: str,
                    known_at: int | None = None) -> list[Candidate]:

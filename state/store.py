@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from processors.identity_map import placeholder_name
 from processors.matching import sort_key
 from processors.model import Correction, EdgeVersion, EncodedVersion, Merge, SourceActivity, last_heard_tx
 from processors.pending import PendingLedger
@@ -229,7 +230,9 @@ class LedgerStore(StoreReads):
             for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare
                 puts.append((b"Q" + pack(merge.tenant, "e", entity_id, merge.merge_id), INDEX))
         for tenant, entity_id in pending.placeholders:
-            puts.append((b"Z" + pack(tenant, entity_id), INDEX))
+            ordered = sort_key(placeholder_name(entity_id))
+            puts.append((b"Z" + pack(tenant, "f", ordered, entity_id), INDEX))
+            puts.append((b"Z" + pack(tenant, "s", ordered[::-1], entity_id), INDEX))
         for (tenant, event_id), outcome in pending.seen.items():
             puts.append((b"I" + pack(tenant, event_id), outcome.encode()))
         corrections: dict[str, list[Correction]] = {}

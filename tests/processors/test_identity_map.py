@@ -5,6 +5,7 @@ from processors.identity_map import (
     IdentityTimeline,
     identity_as_of,
     merge_refusal,
+    placeholder_name,
     placeholders_to_absorb,
     split,
     split_refusal,
@@ -58,15 +59,17 @@ def test_a_split_names_an_applied_merge_once() -> None:
 
 
 def test_placeholders_are_judged_by_the_injected_predicate() -> None:
-    class Reader:
-        def entity(self, tenant: str, entity_id: str) -> Entity | None:
-            return entity(entity_id) if entity_id == "Service:~billing" else None
-
     new = entity("Service:cmdb:S1")
-    assert placeholders_to_absorb(Reader(), "acme", new, ["billing"], None, lambda a, b: a == b) == ["Service:~billing"]
-    assert placeholders_to_absorb(Reader(), "acme", new, ["billing"], None, lambda a, b: False) == []
+    offered = [("Service:~billing", "billing"), ("Service:~biling", "biling"), ("Service:~billing", "billing")]
+    assert placeholders_to_absorb(offered, new, ["billing"], None, lambda a, b: a == b) == ["Service:~billing"]
+    assert placeholders_to_absorb(offered, new, ["billing"], None, lambda a, b: False) == []
     absorbed = IdentityMap([merge("m1", "Service:cmdb:S0", "Service:~billing", 5)])
-    assert placeholders_to_absorb(Reader(), "acme", new, ["billing"], absorbed, lambda a, b: True) == []
+    assert placeholders_to_absorb(offered, new, ["billing"], absorbed, lambda a, b: True) == ["Service:~biling"]
+
+
+def test_a_placeholder_names_the_normalised_name_it_was_made_from() -> None:
+    assert placeholder_name("Service:~settlement connector") == "settlement connector"
+    assert placeholder_name("Service:~reports~r1a2") == "reports"
 
 
 def test_the_timeline_answers_as_identity_as_of_at_every_instant() -> None:

@@ -141,6 +141,37 @@ def test_a_placeholder_of_another_type_or_name_is_left_alone(ledger: Ledger) -> 
     assert list(ledger.store.merges("acme")) == []
 
 
+def sor_service(ledger: Ledger, entity_id: str, name: str) -> None:
+    change = ledger.change("cmdb")
+    change.event["assert"].append({"src": {"type": "Service", "id": entity_id, "name": name},
+                                   "rel": "owned_by", "dst": {"type": "Team", "id": "hr:T1"}})
+    change.send()
+
+
+def test_a_placeholder_with_a_slip_in_its_name_is_absorbed_by_the_entity_it_names(ledger: Ledger) -> None:
+    ledger.at(BEFORE).change("sheet").asserts("Service:Setlement Connector", "owned_by", T9).send()
+    ledger.at(MERGED)
+    sor_service(ledger, "cmdb:S7", "settlement-connector")
+    [absorbed] = ledger.store.merges("acme")
+    assert (absorbed.keep, absorbed.absorb, absorbed.actor) == ("Service:cmdb:S7", "Service:~setlement connector",
+                                                                "matcher")
+    assert ledger.owners("Service:cmdb:S7") == {T1, T9}
+
+
+def test_a_placeholder_as_like_two_new_entities_is_left_for_a_person(ledger: Ledger) -> None:
+    """'invoice rendr' is as like 'invoice render' as 'invoice rendor', recorded together: no clear
+    winner, no merge; a third, clearly its own name, absorbs nothing either."""
+    ledger.at(BEFORE).change("sheet").asserts("Service:invoice-rendr", "owned_by", T9).send()
+    change = ledger.at(MERGED).change("cmdb")
+    change.event["assert"].append({"src": {"type": "Service", "id": "cmdb:S1", "name": "invoice render"},
+                                   "rel": "depends_on", "dst": {"type": "Service", "id": "cmdb:S2",
+                                                                "name": "invoice rendor"}})
+    change.send()
+    sor_service(ledger, "cmdb:S3", "payment gateway")
+    assert list(ledger.store.merges("acme")) == []
+    assert ledger.owners("Service:~invoice rendr") == {T9}
+
+
 @pytest.mark.parametrize("seed", [3, 5, 8])
 def test_a_merge_answers_as_if_the_absorbed_id_had_always_been_the_survivor(seed: int) -> None:
     """An oracle: the same history loaded once with S9 and a merge of S9 into S1, once with every
