@@ -1,5 +1,5 @@
-"""The identity edits of one entity as one listing in transaction-time order: merges, splits, aliases
-(and any other kind a source adds, see ``state.identity_history.EDIT_SOURCES``)."""
+"""The identity edits of one entity as one listing in transaction-time order: merges, splits, aliases,
+review decisions (and any other kind a source adds, see ``state.identity_history.EDIT_SOURCES``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from processors.model import AliasEntry, Merge
+from processors.model import AliasEntry, Decision, Merge
 from schemas.times import format_micros
 
 
@@ -50,6 +50,21 @@ def alias_edits(aliases: Iterable[AliasEntry]) -> list[IdentityEdit]:
     """The aliases recorded for an entity (the alias table keeps their transaction time only)."""
     return [IdentityEdit(alias.tx_from, "alias", f"{alias.entity_id}={alias.normalised}", alias.entity_id,
                          alias.normalised, None, None) for alias in aliases]
+
+
+def decision_edits(decisions: Iterable[Decision], entity: str) -> list[IdentityEdit]:
+    """Each review decision about ``entity``: it was chosen for a parked mention, created for one, or
+    offered as a candidate and passed over (``other``: the entity chosen instead, if any)."""
+    edits = []
+    for decision in decisions:
+        role = "chosen" if decision.entity == entity else "candidate"
+        other = None if decision.entity == entity else decision.entity
+        details: dict[str, object] = {"decision": decision.decision, "role": role, "review_id": decision.review_id}
+        if decision.mention is not None:
+            details["mention"] = decision.mention
+        edits.append(IdentityEdit(decision.tx_at, "decision", decision.event_id, entity, other, decision.actor,
+                                  decision.reason, details))
+    return edits
 
 
 def in_tx_order(sources: Iterable[Iterable[IdentityEdit]], known_at: int | None = None) -> list[IdentityEdit]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from processors.identity_history import IdentityEdit, alias_edits, in_tx_order, merge_edits
+from processors.identity_history import IdentityEdit, alias_edits, decision_edits, in_tx_order, merge_edits
 from processors.model import AliasEntry
 from state.keys import pack, unpack
 from state.reads import StoreReads
@@ -29,9 +29,12 @@ def aliases(store: StoreReads, tenant: str, entity: str) -> list[IdentityEdit]:
     return alias_edits(found)
 
 
-EDIT_SOURCES: dict[str, EditSource] = {"merge": merges_and_splits, "alias": aliases}
-"""The kinds of identity edit ``identity history`` lists, by name. Review decisions join here as
-``"decision"`` once the store reads them (a source returning ``IdentityEdit``s with ``kind`` "decision")."""
+def decisions(store: StoreReads, tenant: str, entity: str) -> list[IdentityEdit]:
+    return decision_edits(store.decisions_for(tenant, entity), entity)
+
+
+EDIT_SOURCES: dict[str, EditSource] = {"merge": merges_and_splits, "alias": aliases, "decision": decisions}
+"""The kinds of identity edit ``identity history`` lists, by name."""
 
 
 def identity_history(store: StoreReads, tenant: str, entity: str, known_at: int | None = None,

@@ -32,6 +32,14 @@ def test_a_parked_mention_is_listed_with_its_candidates_and_decided_once(tmp_pat
     answer = json.loads(edgeledger("query", "dependents-of", "--state", state, "--tenant", "acme",
                                    "--entity", "Service:cmdb:S2", "--json").stdout)
     assert [r["entity"] for r in answer["results"]] == ["Service:cmdb:S1"]
+    history = json.loads(edgeledger("identity", "history", "--state", state, "--tenant", "acme", "--entity",
+                                    "Service:cmdb:S1", "--json").stdout)
+    decisions = [h for h in history if h["kind"] == "decision"]
+    assert [(h["actor"], h["reason"], h["decision"], h["role"]) for h in decisions] == [
+        ("carol", "typo of reports", "choose", "chosen")]
+    alias = history[-2]
+    assert (alias["kind"], alias["other"], alias["tx_at"]) == ("alias", "reprots", decisions[0]["tx_at"]), \
+        "the decision records the mention's name as an alias in the same transaction"
     again = edgeledger("review", "decide", item["review_id"], "--state", state, "--tenant", "acme", "--reject",
                        "--actor", "dan", "--reason", "no", check=False)
     assert again.returncode != 0 and "already decided" in again.stderr
