@@ -4,7 +4,7 @@ A name-only mention that no alias names exactly is compared only with the aliase
 in the alias table, never with every entity (*sorted-neighbourhood blocking*). The table is ordered by
 each name's core written as one word (``sort_key``), and kept a second time ordered by that word
 reversed: a slip late in a name keeps it beside its entity in the first order, an early one in the
-second, and a reordered person's name is looked up by each rotation of its words (``probes``). The
+second, and a reordered person's name is looked up by a rotation of its words (``probes``). The
 neighbours of a name are read, ``NEIGHBOURS`` on each side of each probe: a lookup costs a few seeks
 whatever the organisation's size, and an alias costs one row more than its exact-name row. The
 *core* of a name drops the words that decorate
@@ -47,14 +47,18 @@ AFFIX_WORDS: Final = frozenset({
 """Words that decorate a name without telling entities apart: dropped from its core (unless nothing is left)."""
 GLUED_SUFFIXES: Final = ("service", "svc", "pipeline", "team")
 """The same words glued to a CamelCase name, normalised to one word (``reportingservice``)."""
-NEIGHBOURS: Final = 4
+NEIGHBOURS: Final = 3
 """Aliases of the wanted type read on each side of each probe. What the neighbourhood leaves out is
 what ``eval resolution``'s blocking recall measures (all of it on the shipped set from 2 on)."""
-SCANNED: Final = 4 * NEIGHBOURS
+PLACEHOLDER_REACH: Final = 2
+"""Placeholders read on each side of each probe when a new entity looks for those it may absorb: a
+placeholder it absorbs differs from one of its names by a slip, so sits right beside it."""
+SCANNED: Final = 3 * NEIGHBOURS
 """Rows read on a side at most, of any type: the cost of a lookup stays bounded in a tenant where
 another type's names crowd the wanted one's."""
-ROTATIONS: Final = 3
-"""Word orders probed: each rotation of a name's first words ('martin alice' finds 'alice martin')."""
+ROTATIONS: Final = 2
+"""Word orders probed: the name, and the name with its first word moved last ('martin alice' finds
+'alice martin')."""
 
 MatchKind = Literal["match", "new", "abstain"]
 
@@ -132,8 +136,8 @@ def suffix_key(normalised: str) -> str:
 
 @lru_cache(maxsize=1 << 16)
 def probes(normalised: str) -> tuple[tuple[str, ...], str]:
-    """Where a lookup seeks: in the ``sort_key`` order, each rotation of the core's first
-    ``ROTATIONS`` words; in the reversed order, the ``suffix_key``."""
+    """Where a lookup seeks: in the ``sort_key`` order, the first ``ROTATIONS`` rotations of the core's
+    words; in the reversed order, the ``suffix_key``."""
     core = core_of(normalised)
     rotations = dict.fromkeys("".join(core[i:] + core[:i]) for i in range(min(len(core), ROTATIONS)))
     return tuple(rotations) or ("",), suffix_key(normalised)

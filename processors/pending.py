@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from processors.identity_map import IdentityMap, identity_as_of, placeholder_name
-from processors.matching import NEIGHBOURS, SCANNED, Candidate, entity_type_of, probes, sort_key
+from processors.matching import NEIGHBOURS, PLACEHOLDER_REACH, SCANNED, Candidate, entity_type_of, probes, sort_key
 from processors.model import (
     AliasEntry,
     Correction,
@@ -102,6 +102,10 @@ class PendingLedger:
     """A tenant's identity map now, once a batch with identity edits read it: extended by each new merge."""
     _ordered_upto: int = 0
     """How many of ``aliases`` are filed in ``_by_key`` and ``_by_suffix``."""
+    _placeholders_by_key: list[tuple[str, str, int]] = field(default_factory=list)
+    """The batch's placeholders in the same two orders (index in ``placeholders``), for ``placeholders_near``."""
+    _placeholders_by_suffix: list[tuple[str, str, int]] = field(default_factory=list)
+    _placeholders_upto: int = 0
 
     # -- writes -------------------------------------------------------------------------------
     def append(self, version: EdgeVersion) -> None:
@@ -229,22 +233,38 @@ class PendingLedger:
             insort(self._by_key, (alias.tenant, ordered, index))
             insort(self._by_suffix, (alias.tenant, ordered[::-1], index))
         self._ordered_upto = len(self.aliases)
-        forward, backward = probes(normalised)
-        for table, probe in [(self._by_key, key) for key in forward] + [(self._by_suffix, backward)]:
-            at = bisect_left(table, (tenant, probe))
-            for side in (table[at:at + SCANNED], table[max(0, at - SCANNED):at][::-1]):
-                kept = 0
-                for of_tenant, _, index in side:
-                    alias = self.aliases[index]
-                    of_type = entity_type_of(alias.entity_id)
-                    if of_tenant != tenant:
+        for side in _beside(self._by_key, self._by_suffix, tenant, normalised):
+            kept = 0
+            for index in side:
+                alias = self.aliases[index]
+                of_type = entity_type_of(alias.entity_id)
+                recorded = known_at is None or alias.tx_from <= known_at
+                if (entity_type is None or of_type == entity_type) and recorded:
+                    found.append(Candidate(alias.entity_id, of_type, alias.normalised))
+                    kept += 1
+                    if kept == NEIGHBOURS:
                         break
-                    recorded = known_at is None or alias.tx_from <= known_at
-                    if (entity_type is None or of_type == entity_type) and recorded:
-                        found.append(Candidate(alias.entity_id, of_type, alias.normalised))
-                        kept += 1
-                        if kept == NEIGHBOURS:
-                            break
+        return found
+
+    def placeholders_near(self, tenant: str, entity_type: str, normalised: str) -> list[tuple[str, str]]:
+        found = self.base.placeholders_near(tenant, entity_type, normalised)
+        if not self.placeholders:
+            return found
+        for index in range(self._placeholders_upto, len(self.placeholders)):
+            of_tenant, entity_id = self.placeholders[index]
+            ordered = sort_key(placeholder_name(entity_id))
+            insort(self._placeholders_by_key, (of_tenant, ordered, index))
+            insort(self._placeholders_by_suffix, (of_tenant, ordered[::-1], index))
+        self._placeholders_upto = len(self.placeholders)
+        for side in _beside(self._placeholders_by_key, self._placeholders_by_suffix, tenant, normalised):
+            kept = 0
+            for index in side:
+                entity_id = self.placeholders[index][1]
+                if entity_type_of(entity_id) == entity_type:
+                    found.append((entity_id, placeholder_name(entity_id)))
+                    kept += 1
+                    if kept == PLACEHOLDER_REACH:
+                        break
         return found
 
     def review_item(self, tenant: str, review_id: str) -> ReviewItem | None:
@@ -286,14 +306,6 @@ class PendingLedger:
         pending = self.merge_rows.get((tenant, merge_id))
         return pending if pending is not None else self.base.merge(tenant, merge_id)
 
-    def placeholders_near(self, tenant: str, entity_type: str, normalised: str) -> list[tuple[str, str]]:
-        found = self.base.placeholders_near(tenant, entity_type, normalised)
-        # A batch records few placeholders: each of the type is offered (the matcher judges them).
-        prefix = f"{entity_type}:"
-        found += [(entity_id, placeholder_name(entity_id)) for of_tenant, entity_id in self.placeholders
-                  if of_tenant == tenant and entity_id.startswith(prefix)]
-        return found
-
     def has_placeholders(self, tenant: str) -> bool:
         return any(of_tenant == tenant for of_tenant, _ in self.placeholders) or self.base.has_placeholders(tenant)
 
@@ -326,3 +338,17 @@ class PendingLedger:
 
 def _still_believed(versions: list[EdgeVersion]) -> list[EdgeVersion]:
     return [v for v in versions if v.tx_to is None]
+
+
+def _beside(by_key: list[tuple[str, str, int]], by_suffix: list[tuple[str, str, int]], tenant: str,
+            normalised: str) -> list[list[int]]:
+    """The indexes on each side of each probe of ``normalised`` (``matching.probes``) in two sorted
+    (tenant, key, index) lists, nearest first, ``SCANNED`` at most a side: a batch's share of a lookup
+    that the store answers from its ordered tables."""
+    forward, backward = probes(normalised)
+    sides = []
+    for table, probe in [(by_key, key) for key in forward] + [(by_suffix, backward)]:
+        at = bisect_left(table, (tenant, probe))
+        for side in (table[at:at + SCANNED], table[max(0, at - SCANNED):at][::-1]):
+            sides.append([index for of_tenant, _, index in side if of_tenant == tenant])
+    return sides

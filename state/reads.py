@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 from processors.identity_map import IdentityMap, IdentityTimeline, placeholder_name
-from processors.matching import NEIGHBOURS, SCANNED, Candidate, entity_type_of, probes, sort_key
+from processors.matching import NEIGHBOURS, PLACEHOLDER_REACH, SCANNED, Candidate, entity_type_of, probes, sort_key
 from processors.model import (
     Correction,
     DeadLetter,
@@ -208,7 +208,7 @@ class StoreReads:
                     if entity_type_of(placeholder) == entity_type:
                         found.append((placeholder, placeholder_name(placeholder)))
                         kept += 1
-                    if kept == NEIGHBOURS or read == SCANNED:
+                    if kept == PLACEHOLDER_REACH or read == SCANNED:
                         break
         return found
 
