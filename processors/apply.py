@@ -10,7 +10,7 @@ from sys import intern
 from typing import Any
 
 from processors.clock import micros_of
-from processors.identity import Decided, Mention, MentionResolver, Resolution, normalise_name
+from processors.identity import Beside, Decided, Mention, MentionResolver, Resolution, normalise_name
 from processors.identity_map import (
     merge_refusal,
     split,
@@ -26,7 +26,6 @@ from schemas.events import (
     Assertion,
     ChangeEvent,
     DecisionCommand,
-    EntityMention,
     HeartbeatEvent,
     MergeCommand,
     Retraction,
@@ -229,13 +228,18 @@ def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary
 
 def _stated(resolver: MentionResolver, item: Assertion | Retraction, asserted: bool) -> _Stated:
     stated = fields_of(item)
-    return _Stated(stated, asserted, _resolve(resolver, stated["src"]), _resolve(resolver, stated["dst"]))
+    src, dst = Mention.of(stated["src"]), Mention.of(stated["dst"])
+    # The other end of the fact is the evidence a name-only end is matched with: dst's id, if it has one.
+    src_beside = None if src.id is not None else Beside(
+        stated["rel"], f"{dst.type}:{dst.id}" if dst.id is not None else None, True)
+    src_end = _resolve(resolver, src, src_beside)
+    dst_beside = None if dst.id is not None else Beside(stated["rel"], src_end[1], False)
+    return _Stated(stated, asserted, src_end, _resolve(resolver, dst, dst_beside))
 
 
-def _resolve(resolver: MentionResolver, stated: EntityMention) -> tuple[Mention, str]:
-    """The mention as read once, and the entity it resolves to."""
-    mention = Mention.of(stated)
-    resolution: Resolution = resolver.resolve(mention)
+def _resolve(resolver: MentionResolver, mention: Mention, beside: Beside | None) -> tuple[Mention, str]:
+    """The mention, and the entity it resolves to."""
+    resolution: Resolution = resolver.resolve(mention, beside)
     if resolution.kind == "ambiguous":
         details: dict[str, object] = {"mention": mention.as_json(), "candidates": list(resolution.candidates)}
         if resolution.scored:

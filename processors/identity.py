@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from sys import intern
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from processors.identity_map import (
     MATCHER,
@@ -78,6 +78,15 @@ class Resolution:
         """The fuzzy matcher's best candidates with their scores (a ``match``, or an abstention by it)."""
 
 
+class Beside(NamedTuple):
+    """The fact a mention is one end of: its relationship, the entity at the other end (None while
+    that end is unresolved, or a name itself), and which end the mention is."""
+
+    rel: str
+    other: str | None
+    mention_is_src: bool
+
+
 class MentionResolver:
     """Resolves the mentions of one event; registers new entities and aliases only on ``commit``."""
 
@@ -92,8 +101,9 @@ class MentionResolver:
         """entity id -> (type, latest name mentioned)"""
         self._planned_aliases: dict[tuple[str, str], None] = {}
 
-    def resolve(self, mention: Mention) -> Resolution:
-        """The mention's entity. Its id is interned (see ``LedgerProcessor._apply_change``)."""
+    def resolve(self, mention: Mention, beside: Beside | None = None) -> Resolution:
+        """The mention's entity. Its id is interned (see ``LedgerProcessor._apply_change``). ``beside``:
+        the fact the mention comes with, evidence for a fuzzy match (``shares``)."""
         if mention.id is not None:
             entity_id = intern(f"{mention.type}:{mention.id}")
             self._plan(entity_id, mention)
@@ -122,7 +132,7 @@ class MentionResolver:
             self._plan(entity_id, mention)
             return Resolution("alias", entity_id)
         # No exact hit: only now is the name compared with others (the fast paths above cost nothing more).
-        match = self.match(mention.type, normalised)
+        match = self.match(mention.type, normalised, beside)
         if match.kind == "match":
             assert match.entity_id is not None
             entity_id = intern(match.entity_id)
@@ -144,9 +154,22 @@ class MentionResolver:
                       if e.startswith(prefix) and alias]
         return found
 
-    def match(self, entity_type: str, normalised: str) -> Match:
-        """The fuzzy matcher's decision on a name no alias names exactly (read only)."""
-        return best_match(entity_type, normalised, self.candidates(entity_type, normalised))
+    def match(self, entity_type: str, normalised: str, beside: Beside | None = None) -> Match:
+        """The fuzzy matcher's decision on a name no alias names exactly (read only). An abstention is
+        looked at again with the candidates that already have the fact the mention comes with."""
+        candidates = self.candidates(entity_type, normalised)
+        match = best_match(entity_type, normalised, candidates)
+        if match.kind != "abstain" or beside is None or beside.other is None:
+            return match
+        shared = frozenset(s.entity_id for s in match.candidates if self.shares(s.entity_id, beside))
+        return best_match(entity_type, normalised, candidates, shared) if shared else match
+
+    def shares(self, candidate: str, beside: Beside) -> bool:
+        """Whether ``candidate`` already has the fact ``beside`` states of the mention."""
+        assert beside.other is not None
+        if beside.mention_is_src:
+            return bool(self.reader.believed_edge(self.tenant, candidate, beside.rel, beside.other))
+        return bool(self.reader.believed_edge(self.tenant, beside.other, beside.rel, candidate))
 
     def _identity_now(self) -> IdentityMap | None:
         return self.reader.identity(self.tenant, None)

@@ -38,6 +38,10 @@ NEW_BELOW: Final = 75.0
 """Below this, the name is of another entity (a new one)."""
 MARGIN: Final = 5.0
 """Two entities scoring within this of each other are alike: abstain rather than pick one."""
+SHARED_BONUS: Final = 10.0
+"""Added to the score of a candidate that already has the fact the mention comes with (same
+relationship, same entity at the other end): a shared neighbour lifts a near match over the line, or
+apart from an alike rival that lacks it."""
 SHOWN: Final = 5
 """Candidates a match or an abstention reports (for a reviewer), best first."""
 
@@ -170,15 +174,19 @@ def _scores(name: str, others: list[str]) -> list[float]:
     return best
 
 
-def best_match(entity_type: str | None, name: str, candidates: Iterable[Candidate]) -> Match:
+def best_match(entity_type: str | None, name: str, candidates: Iterable[Candidate],
+               shared: frozenset[str] = frozenset()) -> Match:
     """Decide which of ``candidates`` the name ``name`` (normalised) of an entity of ``entity_type``
     names: match, new or abstain (see the module). Candidates of another type never match (a Team
     'Platform' is not a Service 'Platform'); ``entity_type`` None (a query anchor with no type) lets
-    any type compete, so two alike of different types abstain."""
+    any type compete, so two alike of different types abstain. The entities in ``shared`` share a
+    neighbour with the mention: ``SHARED_BONUS`` more, once their name alone is alike (``NEW_BELOW``)."""
     best: dict[str, Scored] = {}
     # One alias may neighbour several probes: scored once (dict.fromkeys keeps the order, drops repeats).
     typed = [c for c in dict.fromkeys(candidates) if entity_type is None or c.type == entity_type]
     for candidate, score in zip(typed, _scores(name, [c.alias for c in typed]), strict=True):
+        if score >= NEW_BELOW and candidate.entity_id in shared:
+            score += SHARED_BONUS
         held = best.get(candidate.entity_id)
         if held is None or score > held.score:
             best[candidate.entity_id] = Scored(candidate.entity_id, score, candidate.alias)

@@ -81,3 +81,11 @@ def test_a_reordered_name_is_probed_in_each_rotation_of_its_words() -> None:
     forward, backward = probes(normalise_name("Martin Alice"))
     assert sort_key("alice martin") in forward and backward == "ecilanitram"
     assert probes("") == (("",), "")
+
+
+def test_a_shared_neighbour_lifts_only_a_name_already_alike() -> None:
+    near = candidates(("Service:cmdb:S1", "reports"), ("Service:cmdb:S2", "billing"))
+    assert best_match("Service", "reprots", near).kind == "abstain"
+    lifted = best_match("Service", "reprots", near, frozenset({"Service:cmdb:S1"}))
+    assert (lifted.kind, lifted.entity_id) == ("match", "Service:cmdb:S1")
+    assert best_match("Service", "reprots", near, frozenset({"Service:cmdb:S2"})).kind == "abstain"

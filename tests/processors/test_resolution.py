@@ -55,6 +55,19 @@ def test_a_somewhat_alike_name_is_parked_with_its_candidates(ledger: Ledger) -> 
     assert ledger.store.entity("acme", "Service:~reprots") is None, "nothing of the event was applied"
 
 
+def test_a_shared_neighbour_settles_a_near_match(ledger: Ledger) -> None:
+    """'reprots' alone is only near 'reports'; stated with the owner S1 already has, it is S1. The same
+    name with another owner still waits for a person."""
+    ledger.change("cmdb", "svc/S1").asserts("Service:cmdb:S1", "owned_by", "Team:hr:T1").send()
+    ledger.change("wiki", event_id="w-1").asserts("Service:reprots", "owned_by", "Team:hr:T2").send()
+    assert [i.event_id for i in ledger.store.review_items("acme")] == ["w-1"]
+    ledger.change("wiki", event_id="w-2").asserts("Service:reprots", "owned_by", "Team:hr:T1") \
+        .asserts("Service:reprots", "depends_on", "Service:cmdb:S2").send()
+    assert [i.event_id for i in ledger.store.review_items("acme")] == ["w-1"]
+    assert [v.dst for v in ledger.believed("Service:cmdb:S1", "depends_on")] == ["Service:cmdb:S2"]
+    assert "Service:cmdb:S1" in ledger.store.alias_targets("acme", "reprots")
+
+
 def test_choose_applies_exactly_the_parked_assertions_and_records_the_alias(ledger: Ledger) -> None:
     ledger.change("wiki", event_id="w-1").asserts("Service:reprots", "owned_by", "Team:hr:T1") \
         .asserts("Service:reprots", "depends_on", "Service:cmdb:S2").send()
