@@ -156,8 +156,12 @@ def _forms(normalised: str) -> tuple[str, str, str]:
 
 def similarity(a: str, b: str) -> float:
     """0..100: how alike two normalised names are, judged on their cores (as one word, and as sorted
-    tokens, so word order does not count), and unstemmed (a glued name's words are not stemmed)."""
-    return _scores(a, [b])[0]
+    tokens, so word order does not count), and unstemmed (a glued name's words are not stemmed): the
+    score ``_scores`` gives, for one pair."""
+    compact_a, plain_a, words_a = _forms(a)
+    compact_b, plain_b, words_b = _forms(b)
+    return max(Indel.normalized_similarity(compact_a, compact_b) * 100.0,
+               Indel.normalized_similarity(plain_a, plain_b) * 100.0, token_sort_ratio(words_a, words_b))
 
 
 def _scores(name: str, others: list[str]) -> list[float]:

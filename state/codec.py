@@ -154,3 +154,15 @@ def encode_merge(merge: Merge) -> bytes:
 
 def decode_merge(data: bytes) -> Merge:
     return Merge(*orjson.loads(data))
+
+
+def encode_alias(tx: int, entity_id: str, normalised: str) -> bytes:
+    """The value of an ``N`` or ``S`` row: what a lookup needs from it, in the value, so that reading a
+    neighbourhood decodes no key (an entity id or a normalised name has no NUL)."""
+    return b"%d\x00%s\x00%s" % (tx, entity_id.encode(), normalised.encode())
+
+
+def decode_alias(data: bytes) -> tuple[int, str, str]:
+    """(tx, entity id, normalised name) of an ``encode_alias`` value."""
+    tx, entity_id, normalised = data.split(b"\x00", 2)
+    return int(tx), entity_id.decode(), normalised.decode()

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable
 
 from processors.identity_history import IdentityEdit, alias_edits, decision_edits, in_tx_order, merge_edits
 from processors.model import AliasEntry
-from state.keys import pack, unpack
+from state import codec
+from state.keys import pack
 from state.reads import StoreReads
 
 EditSource = Callable[[StoreReads, str, str], Iterable[IdentityEdit]]
@@ -22,10 +23,10 @@ def aliases(store: StoreReads, tenant: str, entity: str) -> list[IdentityEdit]:
     """The entity's rows of the alias table. ``N`` is keyed by name, so this scans the tenant's aliases:
     fine for an audit listing, not for a hot path."""
     found = []
-    for key, value in store.kv.scan(b"N" + pack(tenant)):
-        _, _, normalised, entity_id = unpack(key[1:])
+    for _, value in store.kv.scan(b"N" + pack(tenant)):
+        tx, entity_id, normalised = codec.decode_alias(value)
         if entity_id == entity:
-            found.append(AliasEntry(tenant, str(normalised), entity, int(value)))
+            found.append(AliasEntry(tenant, normalised, entity, tx))
     return alias_edits(found)
 
 

@@ -7,8 +7,8 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``A``  tenant, node, rel, ``o``/``i``, tx_from, edge_id             nothing: an index of ``V`` (adjacency, both ends)
 ``T``  tenant, last tx of a batch                                  (tx, ``a``/``c``, edge_id) the batch appended/closed
 ``E``  tenant, entity_id                                            entity (type, latest name)
-``N``  tenant, sort key of the alias, alias, entity_id               tx the alias was recorded
-``S``  tenant, sort key reversed, alias, entity_id                  tx of the ``N`` row: its suffix order
+``N``  tenant, sort key of the alias, alias, entity_id               tx, entity_id, alias (``codec.encode_alias``)
+``S``  tenant, sort key reversed, alias, entity_id                  as ``N``: the aliases in suffix order
 ``U``  tenant, ``r``, review_id / tenant, ``e``, entity_id, tx, id  a review decision / by entity
 ``G``  (``state.pipeline_store``: a worker's input offsets)
 ``B``  tenant, system, record or "", edge_id                         the version, while still believed
@@ -23,7 +23,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``P``  tenant, system, tx of the row's first entry, newest first   the source's ``L`` row through a batch
 ``Q``  tenant, ``m``, merge_id                                       the merge (``processors.model.Merge``)
 ``Q``  tenant, ``e``, entity_id, merge_id                            nothing: the merges that name an entity
-``Z``  tenant, ``f``/``s``, sort key / reversed, entity_id          nothing: a placeholder (``Type:~name``)
+``Z``  tenant, ``f``/``s``, sort key / reversed, entity_id          entity_id: a placeholder (``Type:~name``)
 ``M``  name                                                         meta: last transaction time, format
 =====  ==========================================================  ==================================
 

@@ -154,10 +154,8 @@ class StoreReads:
         key = (tenant, normalised)
         entries = self._aliases.get(key)
         if entries is None:
-            entries = tuple(
-                (str(unpack(k[1:])[-1]), int(value))
-                for k, value in self.kv.scan(b"N" + pack(tenant, sort_key(normalised), normalised))
-            )
+            rows = self.kv.scan(b"N" + pack(tenant, sort_key(normalised), normalised))
+            entries = tuple((entity_id, tx) for tx, entity_id, _ in map(codec.decode_alias, (v for _, v in rows)))
             self._remember(self._aliases, key, entries)
         return [entity_id for entity_id, tx in entries if known_at is None or tx <= known_at]
 
@@ -203,8 +201,8 @@ class StoreReads:
             prefix, at = b"Z" + pack(tenant, tag), b"Z" + pack(tenant, tag, probe)
             for rows in (self.kv.scan(prefix, at), self.kv.scan_before(prefix, at)):
                 kept = 0
-                for read, (key, _) in enumerate(rows, 1):
-                    placeholder = str(unpack(key[1:])[-1])
+                for read, (_, value) in enumerate(rows, 1):
+                    placeholder = value.decode()
                     if entity_type_of(placeholder) == entity_type:
                         found.append((placeholder, placeholder_name(placeholder)))
                         kept += 1
@@ -367,11 +365,11 @@ def _take_near(found: list[Candidate], rows: Iterator[tuple[bytes, bytes]], enti
     """The first ``NEIGHBOURS`` aliases of ``entity_type`` recorded by ``known_at`` among ``rows`` (an
     alias table's rows from a probe outwards), reading ``SCANNED`` rows at most."""
     kept = 0
-    for read, (key, value) in enumerate(rows, 1):
-        _, _, alias, entity_id = unpack(key[1:])
-        of_type = entity_type_of(str(entity_id))
-        if (entity_type is None or of_type == entity_type) and (known_at is None or int(value) <= known_at):
-            found.append(Candidate(str(entity_id), of_type, str(alias)))
+    for read, (_, value) in enumerate(rows, 1):
+        tx, entity_id, alias = codec.decode_alias(value)
+        of_type = entity_type_of(entity_id)
+        if (entity_type is None or of_type == entity_type) and (known_at is None or tx <= known_at):
+            found.append(Candidate(entity_id, of_type, alias))
             kept += 1
         if kept == NEIGHBOURS or read == SCANNED:
             return

@@ -222,17 +222,19 @@ class LedgerStore(StoreReads):
         for entity in pending.entities.values():
             puts.append((b"E" + pack(entity.tenant, entity.entity_id), codec.encode_entity(entity)))
         for alias in pending.aliases:
-            recorded, ordered = str(alias.tx_from).encode(), sort_key(alias.normalised)
-            puts.append((b"N" + pack(alias.tenant, ordered, alias.normalised, alias.entity_id), recorded))
-            puts.append((b"S" + pack(alias.tenant, ordered[::-1], alias.normalised, alias.entity_id), recorded))
+            row, ordered = codec.encode_alias(alias.tx_from, alias.entity_id, alias.normalised), \
+                sort_key(alias.normalised)
+            puts.append((b"N" + pack(alias.tenant, ordered, alias.normalised, alias.entity_id), row))
+            puts.append((b"S" + pack(alias.tenant, ordered[::-1], alias.normalised, alias.entity_id), row))
         for merge in pending.merge_rows.values():
             puts.append((b"Q" + pack(merge.tenant, "m", merge.merge_id), codec.encode_merge(merge)))
             for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare
                 puts.append((b"Q" + pack(merge.tenant, "e", entity_id, merge.merge_id), INDEX))
         for tenant, entity_id in pending.placeholders:
             ordered = sort_key(placeholder_name(entity_id))
-            puts.append((b"Z" + pack(tenant, "f", ordered, entity_id), INDEX))
-            puts.append((b"Z" + pack(tenant, "s", ordered[::-1], entity_id), INDEX))
+            row = entity_id.encode()  # the value a lookup reads, not the key (no key decoded)
+            puts.append((b"Z" + pack(tenant, "f", ordered, entity_id), row))
+            puts.append((b"Z" + pack(tenant, "s", ordered[::-1], entity_id), row))
         for (tenant, event_id), outcome in pending.seen.items():
             puts.append((b"I" + pack(tenant, event_id), outcome.encode()))
         corrections: dict[str, list[Correction]] = {}
