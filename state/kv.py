@@ -155,6 +155,19 @@ class RocksKV:
         return cast(list[bytes | None], self._db.get(keys))  # type: ignore[arg-type]
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        return self._walk(prefix, lambda iterator: iterator.seek(max(prefix, start or prefix)), backwards=False)
+
+    def scan_before(self, prefix: bytes, before: bytes) -> Iterator[tuple[bytes, bytes]]:
+        def position(iterator: RdictIter) -> None:
+            iterator.seek_for_prev(before)
+            if iterator.valid() and iterator.key() == before:
+                iterator.prev()
+
+        return self._walk(prefix, position, backwards=True)
+
+    def _walk(self, prefix: bytes, position: Callable[[RdictIter], object],
+              backwards: bool) -> Iterator[tuple[bytes, bytes]]:
+        """The rows of ``prefix`` from where ``position`` puts an iterator, one way, while the prefix holds."""
         # Speed: creating a RocksDB iterator builds one child iterator per memtable and SST file (up to
         # 0.4 ms on a freshly loaded store with many level-0 files); seeking an existing one is a few
         # µs. An iterator sees the store as of its creation, so idle ones are dropped on every write;
@@ -162,30 +175,14 @@ class RocksKV:
         generation = self._generation
         iterator = self._idle.pop() if self._idle else self._db.iter()
         try:
-            iterator.seek(max(prefix, start or prefix))
+            position(iterator)
+            step = iterator.prev if backwards else iterator.next
             while iterator.valid():
                 key = iterator.key()
                 if not key.startswith(prefix):
                     return
                 yield key, iterator.value()
-                iterator.next()
-        finally:
-            if generation == self._generation and len(self._idle) < _IDLE_ITERATORS:
-                self._idle.append(iterator)
-
-    def scan_before(self, prefix: bytes, before: bytes) -> Iterator[tuple[bytes, bytes]]:
-        generation = self._generation
-        iterator = self._idle.pop() if self._idle else self._db.iter()
-        try:
-            iterator.seek_for_prev(before)
-            if iterator.valid() and iterator.key() == before:
-                iterator.prev()
-            while iterator.valid():
-                key = iterator.key()
-                if not key.startswith(prefix):
-                    return
-                yield key, iterator.value()
-                iterator.prev()
+                step()
         finally:
             if generation == self._generation and len(self._idle) < _IDLE_ITERATORS:
                 self._idle.append(iterator)
