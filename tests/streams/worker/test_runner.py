@@ -60,7 +60,7 @@ def test_no_file_no_option() -> None:
 
 
 CHILD = """
-import pathlib, signal, sys
+import pathlib, signal, sys, time
 state = pathlib.Path(sys.argv[sys.argv.index("--state") + 1])
 state.mkdir(parents=True)
 
@@ -72,11 +72,15 @@ for sig in (signal.SIGTERM, signal.SIGINT):
     signal.signal(sig, stop)
 (state / "ready").touch()
 if state.name == "worker-1" and "--fail" in sys.argv[-1]:
+    # Fail only once the others can note the signal: one still starting would die of it unrecorded.
+    siblings = [state.parent / name / "ready" for name in ("worker-0", "worker-2")]
+    while not all(path.exists() for path in siblings):
+        time.sleep(0.01)
     sys.exit(3)
 while True:
     signal.pause()
 """
-"""A worker process that notes which signal stopped it, or (worker 1, told to) fails at once."""
+"""A worker process that notes which signal stopped it, or (worker 1, told to) fails once the others are up."""
 
 PARENT = """
 import subprocess, sys
