@@ -116,6 +116,18 @@ class IdentityTimeline:
             self._maps[interval] = identity_as_of(self.merges, None if interval == len(bounds) else known_at)
         return self._maps[interval]
 
+    def extended(self, merges: Sequence[Merge], now: IdentityMap | None) -> IdentityTimeline:
+        """The timeline of ``merges`` (these merges and later edits), given the map ``now`` they make:
+        the maps already built stay, as no later edit changes an earlier interval."""
+        timeline = IdentityTimeline(merges)
+        if timeline._bounds[:len(self._bounds)] == self._bounds and len(timeline._bounds) > len(self._bounds):
+            timeline._maps = {interval: built for interval, built in self._maps.items() if interval < len(self._bounds)}
+            # The interval that was last is still the map from the last earlier edit to the first later one.
+            if len(self._bounds) in self._maps:
+                timeline._maps[len(self._bounds)] = self._maps[len(self._bounds)]
+            timeline._maps[len(timeline._bounds)] = now
+        return timeline
+
 
 def canonical_ids(identity: IdentityMap | None, ids: Iterable[str]) -> list[str]:
     """``ids`` by their survivors, each once, in first-seen order (names of two merged entities are one)."""

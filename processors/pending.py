@@ -167,6 +167,10 @@ class PendingLedger:
             # Speed: a new merge extends the map as the batch has it; after a split (rare) it is built again.
             self._identity_now[tenant] = (now or IdentityMap(())).with_merge(merge)
 
+    def identity_built(self, tenant: str) -> tuple[bool, IdentityMap | None]:
+        """(whether the batch built it, the tenant's identity map now): a store keeps it on commit."""
+        return tenant in self._identity_now, self._identity_now.get(tenant)
+
     def add_placeholder(self, tenant: str, entity_id: str) -> None:
         self.placeholders.append((tenant, entity_id))
 

@@ -23,7 +23,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``P``  tenant, system, tx of the row's first entry, newest first   the source's ``L`` row through a batch
 ``Q``  tenant, ``m``, merge_id                                       the merge (``processors.model.Merge``)
 ``Q``  tenant, ``e``, entity_id, merge_id                            nothing: the merges that name an entity
-``Z``  tenant, ``f``/``s``, sort key / reversed, entity_id          entity_id: a placeholder (``Type:~name``)
+``Z``  tenant, ``f``/``s``, type, sort key / reversed, entity_id    entity_id: a placeholder (``Type:~name``)
 ``M``  name                                                         meta: last transaction time, format
 =====  ==========================================================  ==================================
 

@@ -194,20 +194,16 @@ class StoreReads:
         return known
 
     def placeholders_near(self, tenant: str, entity_type: str, normalised: str) -> list[tuple[str, str]]:
-        """``Z`` rows on each side of each probe: ``f`` in sort-key order, ``s`` in suffix order."""
+        """``Z`` rows of the type on each side of each probe: ``f`` in sort-key order, ``s`` in suffix order."""
         forward, backward = probes(normalised)
         found: list[tuple[str, str]] = []
         for tag, probe in [("f", key) for key in forward] + [("s", backward)]:
-            prefix, at = b"Z" + pack(tenant, tag), b"Z" + pack(tenant, tag, probe)
+            prefix = b"Z" + pack(tenant, tag, entity_type)
+            at = b"Z" + pack(tenant, tag, entity_type, probe)
             for rows in (self.kv.scan(prefix, at), self.kv.scan_before(prefix, at)):
-                kept = 0
-                for read, (_, value) in enumerate(rows, 1):
+                for _, (_, value) in zip(range(PLACEHOLDER_REACH), rows, strict=False):
                     placeholder = value.decode()
-                    if entity_type_of(placeholder) == entity_type:
-                        found.append((placeholder, placeholder_name(placeholder)))
-                        kept += 1
-                    if kept == PLACEHOLDER_REACH or read == SCANNED:
-                        break
+                    found.append((placeholder, placeholder_name(placeholder)))
         return found
 
     def neighbours(self, tenant: str, entity_type: str | None, normalised: str,

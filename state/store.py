@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from processors.identity_map import placeholder_name
-from processors.matching import sort_key
+from processors.matching import entity_type_of, sort_key
 from processors.model import Correction, EdgeVersion, EncodedVersion, Merge, SourceActivity, last_heard_tx
 from processors.pending import PendingLedger
 from state import codec
@@ -121,7 +121,11 @@ class LedgerStore(StoreReads):
                 known = {merge.merge_id: merge for merge in self.merges(tenant)}
                 known.update(changed)  # a tenant read only now reads the rows just written: the same
                 self._merges[tenant] = tuple(known[merge_id] for merge_id in sorted(known))
-                self._identities.pop(tenant, None)
+                timeline = self._identities.pop(tenant, None)
+                built, now = pending.identity_built(tenant)
+                if timeline is not None and built:
+                    # Speed: the batch extended the map merge by merge; building it again reads every merge.
+                    self._identities[tenant] = timeline.extended(self._merges[tenant], now)
         for tenant, _ in pending.placeholders:
             self._placeholders[tenant] = True
 
@@ -231,10 +235,10 @@ class LedgerStore(StoreReads):
             for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare
                 puts.append((b"Q" + pack(merge.tenant, "e", entity_id, merge.merge_id), INDEX))
         for tenant, entity_id in pending.placeholders:
-            ordered = sort_key(placeholder_name(entity_id))
+            ordered, entity_type = sort_key(placeholder_name(entity_id)), entity_type_of(entity_id)
             row = entity_id.encode()  # the value a lookup reads, not the key (no key decoded)
-            puts.append((b"Z" + pack(tenant, "f", ordered, entity_id), row))
-            puts.append((b"Z" + pack(tenant, "s", ordered[::-1], entity_id), row))
+            puts.append((b"Z" + pack(tenant, "f", entity_type, ordered, entity_id), row))
+            puts.append((b"Z" + pack(tenant, "s", entity_type, ordered[::-1], entity_id), row))
         for (tenant, event_id), outcome in pending.seen.items():
             puts.append((b"I" + pack(tenant, event_id), outcome.encode()))
         corrections: dict[str, list[Correction]] = {}

@@ -81,3 +81,21 @@ def test_the_timeline_answers_as_identity_as_of_at_every_instant() -> None:
         if expected is not None:
             assert {n: got.canonical(n) for n in (A, B, C)} == {n: expected.canonical(n) for n in (A, B, C)}
     assert IdentityTimeline([]).as_of(None) is None
+
+
+def test_a_timeline_extended_by_later_edits_answers_as_one_built_from_them_all() -> None:
+    earlier = [merge("m1", B, A, 10), merge("m2", C, "Service:cmdb:D", 20)]
+    # A split of m1 and a new merge at 30, as one batch commits them after the earlier ones.
+    later = [merge("m1", B, A, 10, tx_to=30), earlier[1], merge("m3", A, C, 30)]
+    nodes = (A, B, C, "Service:cmdb:D")
+    for read_before in ([], [None], [None, 15], [5, 15, 25]):
+        timeline = IdentityTimeline(earlier)
+        for known_at in read_before:
+            timeline.as_of(known_at)  # maps built before the extension are kept by it
+        extended = timeline.extended(later, identity_as_of(later, None))
+        for known_at in [None, *range(0, 40)]:
+            expected, got = identity_as_of(later, known_at), extended.as_of(known_at)
+            assert (expected is None) == (got is None), (read_before, known_at)
+            if expected is not None:
+                assert {n: got.canonical(n) for n in nodes} == {n: expected.canonical(n) for n in nodes}, known_at
+    assert IdentityTimeline([]).extended(earlier, identity_as_of(earlier, None)).as_of(25) is not None
