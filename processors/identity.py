@@ -26,7 +26,7 @@ from processors.identity_map import (
     is_placeholder,
     placeholders_to_absorb,
 )
-from processors.matching import MATCH_AT, Candidate, Match, Scored, best_match, similarity
+from processors.matching import MATCH_AT, Candidate, Match, Scored, best_match, similarities
 from processors.model import AliasEntry, Entity, Merge, fields_of
 from processors.pending import PendingLedger
 from processors.ports import LedgerReader
@@ -228,8 +228,20 @@ class MentionResolver:
             entity = ledger.entity(self.tenant, entity_id)
             assert entity is not None  # recorded above
             names = [name for (named, name), _ in self._planned_aliases.items() if named == entity_id and name]
-            offered = [near for name in names for near in ledger.placeholders_near(self.tenant, entity.type, name)]
-            absorbs = _names_placeholder(ledger, entity)
+            # Each placeholder once, however many probes found it, and none already absorbed.
+            offered = [near for near in dict.fromkeys(
+                near for name in names for near in ledger.placeholders_near(self.tenant, entity.type, name))
+                if now is None or now.absorbed_by(near[0]) is None]
+            if not offered:
+                continue
+            # Speed: the names are scored in one call each; only a pair alike enough is judged with rivals.
+            offered_names = list(dict.fromkeys(name for _, name in offered))
+            alike = {(offered_name, name) for name in names
+                     for offered_name, score in zip(offered_names, similarities(name, offered_names), strict=True)
+                     if score >= MATCH_AT}
+            if not alike:
+                continue
+            absorbs = _names_placeholder(ledger, entity, alike)
             for placeholder in placeholders_to_absorb(offered, entity, names, now, absorbs):
                 merge = Merge(self.tenant, derive_id("m", self.tenant, self.event_id, placeholder), entity_id,
                               placeholder, MATCHER, f"the placeholder {placeholder!r} names {entity_id!r}", tx)
@@ -237,15 +249,16 @@ class MentionResolver:
                 now = ledger.identity(self.tenant, None)
 
 
-def _names_placeholder(ledger: PendingLedger, entity: Entity) -> MatchPredicate:
+def _names_placeholder(ledger: PendingLedger, entity: Entity, alike: set[tuple[str, str]]) -> MatchPredicate:
     """Whether a placeholder's name names the new ``entity`` (by one of its names): the matcher's
     answer for the placeholder's name, among the system-of-record entities next to it and the new
-    one, is a clear match to the new one. A rival as alike keeps the placeholder apart."""
+    one, is a clear match to the new one. A rival as alike keeps the placeholder apart. ``alike``:
+    the (placeholder name, name) pairs that score ``MATCH_AT`` or more; no other pair can match."""
     others: dict[str, list[Candidate]] = {}
 
     def judge(placeholder_name: str, name: str) -> bool:
-        if similarity(placeholder_name, name) < MATCH_AT:
-            return False  # Speed: most neighbours are nothing alike, and need no look at the rivals
+        if (placeholder_name, name) not in alike:
+            return False
         rivals = others.get(placeholder_name)
         if rivals is None:
             near = ledger.neighbours(entity.tenant, entity.type, placeholder_name)

@@ -149,24 +149,16 @@ def probes(normalised: str) -> tuple[tuple[str, ...], str]:
 
 @lru_cache(maxsize=1 << 16)
 def _forms(normalised: str) -> tuple[str, str, str]:
-    """What ``similarity`` compares: the core as one word, unstemmed as one word, the core's words."""
+    """What ``similarities`` compares: the core as one word, unstemmed as one word, the core's words."""
     core = core_of(normalised)
     return "".join(core), "".join(_plain(normalised)), " ".join(core)
 
 
-def similarity(a: str, b: str) -> float:
-    """0..100: how alike two normalised names are, judged on their cores (as one word, and as sorted
-    tokens, so word order does not count), and unstemmed (a glued name's words are not stemmed): the
-    score ``_scores`` gives, for one pair."""
-    compact_a, plain_a, words_a = _forms(a)
-    compact_b, plain_b, words_b = _forms(b)
-    return max(Indel.normalized_similarity(compact_a, compact_b) * 100.0,
-               Indel.normalized_similarity(plain_a, plain_b) * 100.0, token_sort_ratio(words_a, words_b))
-
-
-def _scores(name: str, others: list[str]) -> list[float]:
-    """``similarity`` of ``name`` with each of ``others``, each measure run over all of them in
-    rapidfuzz's C loop (a Python call per pair cost more than the comparisons)."""
+def similarities(name: str, others: list[str]) -> list[float]:
+    """0..100: how alike ``name`` is to each of ``others`` (normalised names), judged on their cores (as
+    one word, and as sorted tokens, so word order does not count), and unstemmed (a glued name's words
+    are not stemmed). Each measure runs over all of them in rapidfuzz's C loop (a Python call per
+    pair cost more than the comparisons)."""
     compact, plain, words = _forms(name)
     forms = [_forms(other) for other in others]
     best = [0.0] * len(others)
@@ -188,7 +180,7 @@ def best_match(entity_type: str | None, name: str, candidates: Iterable[Candidat
     best: dict[str, Scored] = {}
     # One alias may neighbour several probes: scored once (dict.fromkeys keeps the order, drops repeats).
     typed = [c for c in dict.fromkeys(candidates) if entity_type is None or c.type == entity_type]
-    for candidate, score in zip(typed, _scores(name, [c.alias for c in typed]), strict=True):
+    for candidate, score in zip(typed, similarities(name, [c.alias for c in typed]), strict=True):
         if score >= NEW_BELOW and candidate.entity_id in shared:
             score += SHARED_BONUS
         held = best.get(candidate.entity_id)
