@@ -123,8 +123,8 @@ def _answer(state: Path, believed_on_april_22: int, out: TextIO) -> None:
          APRIL_22, believed_on_april_22),
         ("If we deprecate the connector now, whose sign-off is needed?", "approvals-required-for", CONNECTOR,
          now, now),
-        ("Who owns Nightly ETL now? (two sources disagree: both kept, conflict queued)", "owners-of",
-         "Nightly ETL", now, now),
+        ("Who owns Nightly ETL now? (two sources disagree: both kept, conflict queued; alice merged the "
+         "sheet's team into HR's FinOps)", "owners-of", "Nightly ETL", now, now),
     ]
     store = open_reader(state)
     try:

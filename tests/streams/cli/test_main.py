@@ -31,8 +31,8 @@ def state(tmp_path_factory) -> Path:
     summary = json.loads(edgeledger_process("load", str(DEMO_EVENTS), "--state", str(path),
                                             "--simulated-clock").stdout)
     assert summary["balanced"] and summary["events_read"] == 18
-    # The demo's merge names no entity the ledger knows ("Service:~reports"): dead-lettered with that reason.
-    assert summary["dead_lettered"] == 3 and summary["queued_for_review"] == 0
+    # The two bad CMDB rows are dead-lettered; the demo's merge applies (see the identity test below).
+    assert summary["dead_lettered"] == 2 and summary["queued_for_review"] == 0
     return path
 
 
@@ -45,6 +45,20 @@ def test_query_json_has_the_contract_shape(state: Path) -> None:
     assert [r["entity"] for r in result["results"]] == ["Team:hr:T-ANA"]
     assert result["anchor"] == {"input": "settlement connector", "entity": "Component:cmdb:CI0042",
                                 "resolution": "alias", "candidates": []}
+
+
+def test_the_demo_merge_joins_the_sheets_team_to_hrs_as_of_when_it_was_made(state: Path) -> None:
+    def owners(known_at: str) -> list[str]:
+        out = edgeledger("query", "owners-of", "--state", str(state), "--tenant", "acme", "--entity", "Nightly ETL",
+                         "--valid-at", "2026-05-03", "--known-at", known_at, "--json")
+        return sorted(r["entity"] for r in json.loads(out.stdout)["results"])
+
+    # The finance sheet named a team only by name; HR knows it as FinOps, and alice merged the two.
+    assert owners("2026-05-02") == ["Team:hr:T-PLAT", "Team:~finance operations"]
+    assert owners("2026-05-04") == ["Team:hr:T-FINOPS", "Team:hr:T-PLAT"]
+    history = json.loads(edgeledger("identity", "history", "--state", str(state), "--tenant", "acme", "--entity",
+                                    "Team:hr:T-FINOPS", "--json").stdout)
+    assert [(edit["kind"], edit["actor"]) for edit in history if edit["kind"] == "merge"] == [("merge", "alice")]
 
 
 def test_history_and_corrections(state: Path) -> None:
@@ -308,7 +322,7 @@ def test_listings_take_the_transaction_clock(state: Path) -> None:
     assert [t["trace_id"] for t in listed("traces", "affected")] == ["agent-run-0422"]
     assert listed("traces", "affected", "--known-at", "2026-05-02") == []
     assert listed("traces", "affected", "--known-at", "2026-04-22T10:14:30Z") == []
-    assert [d["event_id"] for d in listed("dead-letters")] == ["cmdb-bad-1", "cmdb-bad-2", "m-1"]
+    assert [d["event_id"] for d in listed("dead-letters")] == ["cmdb-bad-1", "cmdb-bad-2"]
     by_then = listed("dead-letters", "--known-at", "2026-05-03T09:00:00.000002Z")
     assert [d["event_id"] for d in by_then] == ["cmdb-bad-1"]
     done = edgeledger("corrections", "--state", str(state), "--tenant", "acme", "--known-at", "soon", check=False)
