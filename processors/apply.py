@@ -74,7 +74,7 @@ def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocab
         case AliasCommand():
             if ledger.entity(event.tenant, event.entity) is None:
                 raise Rejected(f"unknown entity {event.entity!r} for tenant {event.tenant!r}")
-            resolver = MentionResolver(ledger, event.tenant)
+            resolver = MentionResolver(ledger, event.tenant, event.event_id, audit=(event.actor, event.reason))
             entity_type, _, system_id = event.entity.partition(":")
             resolver.resolve(Mention(entity_type, system_id, None, (event.alias,)))
             resolver.commit(ledger, tx)

@@ -92,11 +92,13 @@ class MentionResolver:
 
     # Speed: a plain class, not a dataclass (see ``Versioner``): one is built per event.
     def __init__(self, reader: LedgerReader, tenant: str, event_id: str = "",
-                 decided: Decided | None = None) -> None:
+                 decided: Decided | None = None, audit: tuple[str, str] | None = None) -> None:
+        """``audit``: (actor, reason) of a person's command, kept with the aliases it records."""
         self.reader = reader
         self.tenant = tenant
         self.event_id = event_id
         self.decided = decided
+        self.audit = audit
         self._planned_entities: dict[str, tuple[str, str | None]] = {}
         """entity id -> (type, latest name mentioned)"""
         self._planned_aliases: dict[tuple[str, str], None] = {}
@@ -211,7 +213,10 @@ class MentionResolver:
                 continue
             if (new_entities is not None and entity_id in new_entities) \
                     or entity_id not in ledger.alias_targets(self.tenant, normalised):
-                ledger.add_alias(AliasEntry(self.tenant, normalised, entity_id, tx))
+                if self.audit is None:
+                    ledger.add_alias(AliasEntry(self.tenant, normalised, entity_id, tx))
+                else:
+                    ledger.add_alias(AliasEntry(self.tenant, normalised, entity_id, tx, *self.audit))
         # Speed: only a commit that records an entity, in a tenant that has placeholders, looks for any.
         if new_entities is not None and ledger.has_placeholders(self.tenant):
             self._absorb_placeholders(ledger, new_entities, tx)

@@ -47,9 +47,11 @@ def merge_edits(merges: Iterable[Merge], entity: str) -> list[IdentityEdit]:
 
 
 def alias_edits(aliases: Iterable[AliasEntry]) -> list[IdentityEdit]:
-    """The aliases recorded for an entity (the alias table keeps their transaction time only)."""
+    """The aliases recorded for an entity: by a person's command (actor, reason), or from a source's
+    mention (no actor)."""
     return [IdentityEdit(alias.tx_from, "alias", f"{alias.entity_id}={alias.normalised}", alias.entity_id,
-                         alias.normalised, None, None) for alias in aliases]
+                         alias.normalised, alias.actor, alias.reason if alias.actor is not None else None)
+            for alias in aliases]
 
 
 def decision_edits(decisions: Iterable[Decision], entity: str) -> list[IdentityEdit]:

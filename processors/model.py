@@ -97,12 +97,15 @@ class Entity(NamedTuple):
 
 
 class AliasEntry(NamedTuple):
-    """A normalised name recorded for an entity at ``tx_from``."""
+    """A normalised name recorded for an entity at ``tx_from``; ``actor`` and ``reason`` when a person
+    recorded it (an ``alias`` command), None and "" when a source's mention named the entity so."""
 
     tenant: str
     normalised: str
     entity_id: str
     tx_from: int
+    actor: str | None = None
+    reason: str = ""
 
 
 class Merge(NamedTuple):

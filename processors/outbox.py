@@ -170,10 +170,12 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
     for alias in pending.aliases:
         # Speed: the fields by hand; ``asdict`` deep-copies, which costs more than the rest of the record.
         record_id = f"{alias.tenant}/alias/{alias.normalised}/{alias.entity_id}"
+        fields: dict[str, object] = {"tenant": alias.tenant, "normalised": alias.normalised,
+                                     "entity_id": alias.entity_id, "tx_from": alias.tx_from}
+        if alias.actor is not None:
+            fields["actor"], fields["reason"] = alias.actor, alias.reason
         records.append(OutRecord(log, alias.tenant, orjson.dumps(
-            {"kind": "alias", "batch": batch_id, "record_id": record_id,
-             "alias": {"tenant": alias.tenant, "normalised": alias.normalised, "entity_id": alias.entity_id,
-                       "tx_from": alias.tx_from}})))
+            {"kind": "alias", "batch": batch_id, "record_id": record_id, "alias": fields})))
         ids.append(record_id)
     for merge in pending.merge_rows.values():
         # The merge as it stands after the batch: a split sends it again, closed (a reader keeps the last).

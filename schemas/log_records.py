@@ -60,6 +60,8 @@ class AliasFields(TypedDict):
     normalised: str
     entity_id: str
     tx_from: int
+    actor: NotRequired[str]
+    reason: NotRequired[str]
 
 
 @with_config(_EXACT)

@@ -162,6 +162,16 @@ def encode_alias(tx: int, entity_id: str, normalised: str) -> bytes:
     return b"%d\x00%s\x00%s" % (tx, entity_id.encode(), normalised.encode())
 
 
+def encode_alias_audit(actor: str, reason: str) -> bytes:
+    """The value of a ``C`` row: who recorded an alias by command, and why."""
+    return orjson.dumps([actor, reason])
+
+
+def decode_alias_audit(data: bytes) -> tuple[str, str]:
+    actor, reason = orjson.loads(data)
+    return actor, reason
+
+
 def decode_alias(data: bytes) -> tuple[int, str, str]:
     """(tx, entity id, normalised name) of an ``encode_alias`` value."""
     tx, entity_id, normalised = data.split(b"\x00", 2)

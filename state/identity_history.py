@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from processors.identity_history import IdentityEdit, alias_edits, decision_edits, in_tx_order, merge_edits
 from processors.model import AliasEntry
 from state import codec
-from state.keys import pack
+from state.keys import pack, unpack
 from state.reads import StoreReads
 
 EditSource = Callable[[StoreReads, str, str], Iterable[IdentityEdit]]
@@ -22,11 +22,14 @@ def merges_and_splits(store: StoreReads, tenant: str, entity: str) -> list[Ident
 def aliases(store: StoreReads, tenant: str, entity: str) -> list[IdentityEdit]:
     """The entity's rows of the alias table. ``N`` is keyed by name, so this scans the tenant's aliases:
     fine for an audit listing, not for a hot path."""
+    audits = {str(unpack(key[1:])[-1]): codec.decode_alias_audit(value)
+              for key, value in store.kv.scan(b"C" + pack(tenant, entity))}
     found = []
     for _, value in store.kv.scan(b"N" + pack(tenant)):
         tx, entity_id, normalised = codec.decode_alias(value)
         if entity_id == entity:
-            found.append(AliasEntry(tenant, normalised, entity, tx))
+            actor, reason = audits.get(normalised, (None, ""))
+            found.append(AliasEntry(tenant, normalised, entity, tx, actor, reason))
     return alias_edits(found)
 
 

@@ -24,6 +24,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``Q``  tenant, ``m``, merge_id                                       the merge (``processors.model.Merge``)
 ``Q``  tenant, ``e``, entity_id, merge_id                            nothing: the merges that name an entity
 ``Z``  tenant, ``f``/``s``, type, sort key / reversed, entity_id    entity_id: a placeholder (``Type:~name``)
+``C``  tenant, entity_id, normalised                                 who recorded the alias by command, and why
 ``M``  name                                                         meta: last transaction time, format
 =====  ==========================================================  ==================================
 

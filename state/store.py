@@ -230,6 +230,9 @@ class LedgerStore(StoreReads):
                 sort_key(alias.normalised)
             puts.append((b"N" + pack(alias.tenant, ordered, alias.normalised, alias.entity_id), row))
             puts.append((b"S" + pack(alias.tenant, ordered[::-1], alias.normalised, alias.entity_id), row))
+            if alias.actor is not None:
+                puts.append((b"C" + pack(alias.tenant, alias.entity_id, alias.normalised),
+                             codec.encode_alias_audit(alias.actor, alias.reason)))
         for merge in pending.merge_rows.values():
             puts.append((b"Q" + pack(merge.tenant, "m", merge.merge_id), codec.encode_merge(merge)))
             for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare

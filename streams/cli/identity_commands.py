@@ -1,7 +1,7 @@
-"""`edgeledger identity`: merge and split entities (audited commands, versioned in transaction time) and
-list an entity's identity edits.
+"""`edgeledger identity`: merge and split entities and record aliases (audited commands, versioned in
+transaction time), and list an entity's identity edits.
 
-A merge or split is an ordinary ``merge``/``split`` event: with ``--state`` it is applied in-process as
+A merge, split or alias is an ordinary ``merge``/``split``/``alias`` event: with ``--state`` it is applied in-process as
 ``load`` applies a file (the state's writer lock is taken, so not while ``run`` writes it); with
 ``--bootstrap`` it is produced to ``alias-commands`` as ``produce`` does, and the worker applies it.
 """
@@ -31,7 +31,8 @@ from streams.cli.options import (
 )
 from streams.processor import make_processor
 
-identity_app = typer.Typer(help="Merge and split entities; list an entity's identity edits.", no_args_is_help=True)
+identity_app = typer.Typer(help="Merge and split entities, record aliases; list an entity's identity edits.",
+                           no_args_is_help=True)
 
 Actor = Annotated[str, typer.Option("--actor", help="Who makes the edit (audited).")]
 Reason = Annotated[str, typer.Option("--reason", help="Why (audited).")]
@@ -76,6 +77,24 @@ def split(
     """Undo a merge from now on: answers are again as before it; as-known queries while it held still see it."""
     command = {"kind": "split", "event_id": event_id or f"split-{uuid.uuid4().hex[:12]}", "tenant": tenant,
                "merge": merge_id, "actor": actor, "reason": reason}
+    _submit(command, state, bootstrap, topic_prefix)
+
+
+@identity_app.command("alias")
+def alias(
+    tenant: Tenant,
+    entity: Annotated[str, typer.Option("--entity", help="The entity the name names (Type:system-id).")],
+    name: Annotated[str, typer.Option("--name", help="Another name or identifier of it (an e-mail, a slug).")],
+    actor: Actor,
+    reason: Reason = "",
+    event_id: EventId = None,
+    state: Target = None,
+    bootstrap: Bootstrap = None,
+    topic_prefix: TopicPrefix = "edgeledger.",
+) -> None:
+    """Record --name as an alias of --entity from now on: a mention by that name resolves to it."""
+    command = {"kind": "alias", "event_id": event_id or f"alias-{uuid.uuid4().hex[:12]}", "tenant": tenant,
+               "entity": entity, "alias": name, "actor": actor, "reason": reason}
     _submit(command, state, bootstrap, topic_prefix)
 
 

@@ -57,6 +57,20 @@ def test_merge_split_and_history_on_a_state_directory(state: Path) -> None:
     assert "merge  m-1" in text and "by alice: one billing service" in text
 
 
+def test_an_alias_recorded_by_command_is_listed_with_who_and_why(state: Path) -> None:
+    recorded = run("identity", "alias", "--state", str(state), "--tenant", "acme", "--entity", S1, "--name",
+                   "billing@acme.example", "--actor", "carol", "--reason", "the team's mailing list",
+                   "--event-id", "a-1")
+    assert recorded == {"event_id": "a-1", "outcome": "applied"}
+    assert run("query", "dependents-of", "--state", str(state), "--tenant", "acme", "--entity",
+               "billing@acme.example", "--json")["anchor"]["entity"] == S1
+    history = run("identity", "history", "--state", str(state), "--tenant", "acme", "--entity", S1, "--json")
+    assert [(h["kind"], h["other"], h["actor"], h["reason"]) for h in history] == [
+        ("alias", "billing", None, None),  # from a source's mention
+        ("alias", "billing acme example", "carol", "the team's mailing list"),  # normalised
+    ]
+
+
 def test_a_bad_command_says_why_and_exits_non_zero(state: Path) -> None:
     done = edgeledger("identity", "merge", "--state", str(state), "--tenant", "acme", "--keep", S1, "--absorb", T9,
                       "--actor", "alice", check=False)

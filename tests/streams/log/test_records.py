@@ -622,3 +622,19 @@ def test_an_input_reset_lets_the_batches_of_a_topic_made_anew_apply_from_its_fir
     late = input_reset_record(0, [("in", 0)], (0, 1), "a late writer's")
     assert replayed([*fenced_old, owners, *fenced_new]) == _everything(expected, "acme")
     assert replayed([*fenced_old, late, *fenced_new]) == replayed([*old_topic, *new_topic])
+
+
+def test_replaying_the_log_rebuilds_identity_edits_with_who_made_them() -> None:
+    from pathlib import Path
+
+    from state.identity_history import identity_history
+
+    command = {"kind": "alias", "event_id": "a-1", "tenant": "acme", "entity": "Component:cmdb:CI0042",
+               "alias": "CI0042", "actor": "carol", "reason": "the CI number people use"}
+    store, log = _logged_load([*Path(DEMO_EVENTS).read_bytes().splitlines(), orjson.dumps(command)])
+    rebuilt = LedgerStore(MemoryKV())
+    Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), {})
+    for entity in ("Component:cmdb:CI0042", "Team:hr:T-FINOPS"):
+        original = [edit.as_json() for edit in identity_history(store, "acme", entity)]
+        assert [edit.as_json() for edit in identity_history(rebuilt, "acme", entity)] == original
+        assert any(edit["actor"] in ("carol", "alice") for edit in original), original
