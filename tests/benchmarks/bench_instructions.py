@@ -1,6 +1,6 @@
 """Instructions per event on the loading thread, counted by valgrind: a figure the machine's noise cannot move.
 
-    python -m tests.benchmarks.bench_instructions [--events N] [--warm W] [--entities E]
+    python -m tests.benchmarks.bench_instructions [--events N] [--warm W] [--entities E] [--file F]
 
 Wall-clock and CPU rates on this shared machine swing by 10-25 % between runs minutes apart, more than
 most single changes to the ledger. Instruction counts barely do: two runs of the same code agree to
@@ -10,7 +10,8 @@ then confirmed by interleaved timings.
 
 ``--warm W`` events of ``tests.support.generate`` (default 0) are loaded first, under valgrind
 but not instrumented (about 5x slower than native), then the next ``--events N`` (default 20,000)
-are loaded by the same processor into the same store, instrumented (about 50x slower). Counting
+are loaded by the same processor into the same store, instrumented (about 50x slower). ``--file F``
+counts the load of a ready events file into a new state instead. Counting
 starts and stops with ``BatchRunner.run``'s compiled function, so only the loading thread's
 instructions are counted, not RocksDB's flush and compaction threads. Needs valgrind (Debian
 package ``valgrind``) and the compiled core (``./dev`` builds it in place).
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=20_000, help="events counted (default 20,000)")
     parser.add_argument("--warm", type=int, default=0, help="events loaded first, not counted (default 0)")
     parser.add_argument("--entities", type=int, default=100_000, help="entities of the generated history")
+    parser.add_argument("--file", type=Path, help="count the load of this events file instead, into a new state")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("bench_instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
@@ -72,12 +74,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="edgeledger-instructions-") as folder:
         work = Path(folder)
-        history = list(generate_events(args.warm + args.events, args.entities))
-        # Clock events count as lines: split after the warm-up's share of change events.
-        changes = [index for index, line in enumerate(history) if '"kind": "clock"' not in line]
-        cut = changes[args.warm] if args.warm else 0
-        (work / "warm.jsonl").write_text("".join(line + "\n" for line in history[:cut]))
-        (work / "events.jsonl").write_text("".join(line + "\n" for line in history[cut:]))
+        if args.file is not None:
+            (work / "warm.jsonl").write_text("")
+            shutil.copyfile(args.file, work / "events.jsonl")
+        else:
+            history = list(generate_events(args.warm + args.events, args.entities))
+            # Clock events count as lines: split after the warm-up's share of change events.
+            changes = [index for index, line in enumerate(history) if '"kind": "clock"' not in line]
+            cut = changes[args.warm] if args.warm else 0
+            (work / "warm.jsonl").write_text("".join(line + "\n" for line in history[:cut]))
+            (work / "events.jsonl").write_text("".join(line + "\n" for line in history[cut:]))
         out = work / "callgrind.out"
         command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--toggle-collect={RUN_SYMBOL}",
                    f"--callgrind-out-file={out}", sys.executable, "-m", "tests.benchmarks.bench_instructions",

@@ -1,15 +1,17 @@
 """Entity resolution: a name-only mention against 100,000 entities, and load with name-only mentions.
 
     python -m tests.benchmarks.bench_resolution [--entities N] [--lookups L] [--events E] [--rounds R]
+                                                [--instructions]
 
 1. Resolving: a RocksDB state with ``--entities`` Services named by three words (of a 200-word
-   vocabulary, so every word is shared by thousands: blocks are capped, ``matching.BLOCK_READ``);
+   vocabulary, so every word is shared by thousands and most names have near neighbours);
    ``--lookups`` name-only mentions with no exact alias hit (half a known name with one slip, half an
    unknown name) each resolved by ``MentionResolver.resolve`` (blocking, fuzzy matching, nothing
    written), wall time per mention: p50, p99, max.
 2. Loading: the same ``--events`` generated events (``tests.support.generate``), every mention with
    its entity's name, loaded into fresh states side by side: once with every mention's id, once with
    30 % of the mentions name-only (seeded). Events per second, best of ``--rounds``, interleaved.
+   ``--instructions``: instead of all that, the two loads' instructions on the loading thread.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import zlib
@@ -119,13 +124,35 @@ def load_rate(path: Path, state: Path, events: int) -> float:
     return events / elapsed
 
 
+def count_load_instructions(events: int) -> int:
+    """The loading thread's instructions for each of the two event files (``bench_instructions --file``):
+    a ratio the machine's noise cannot move, where the timed one swings."""
+    with tempfile.TemporaryDirectory() as folder:
+        counted = {}
+        for label, path in zip(("all ids", "30 % name-only"), event_files(Path(folder), events), strict=True):
+            done = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_instructions", "--file", str(path)],
+                                  capture_output=True, text=True, check=False)
+            found = re.search(r"([\d,]+) instructions on the loading thread", done.stdout)
+            if done.returncode != 0 or found is None:
+                print(done.stdout + done.stderr, file=sys.stderr)
+                return 1
+            counted[label] = int(found.group(1).replace(",", ""))
+            print(f"{label}: {counted[label]:,} instructions")
+        print(f"ratio all ids / 30 % name-only: {counted['all ids'] / counted['30 % name-only']:.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entities", type=int, default=100_000)
     parser.add_argument("--lookups", type=int, default=2_000)
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--instructions", action="store_true",
+                        help="count the two loads' instructions instead of timing anything (needs valgrind)")
     args = parser.parse_args(argv)
+    if args.instructions:
+        return count_load_instructions(args.events)
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         started = time.perf_counter()
