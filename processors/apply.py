@@ -17,8 +17,19 @@ from processors.identity_map import (
     split_refusal,
 )
 from processors.matching import entity_type_of
-from processors.model import Decision, Heartbeat, LogicalEdge, Merge, ReviewItem, Trace, fields_of
+from processors.model import (
+    Decision,
+    EdgeVersion,
+    Filing,
+    Heartbeat,
+    LogicalEdge,
+    Merge,
+    ReviewItem,
+    Trace,
+    fields_of,
+)
 from processors.pending import PendingLedger
+from processors.statements import revoke_version
 from processors.versioning import WORDED, Fact, Provenance, Versioner
 from processors.vocabulary import Vocabulary
 from schemas.events import (
@@ -66,11 +77,7 @@ def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocab
             versioner.revoke(fact, "revoke")
             versioner.finish("revoke")
         case RevokeSourceEvent():
-            source = event.source
-            versions = ledger.believed_by_source(event.tenant, source.system, source.record, source.version)
-            versioner = Versioner(ledger, vocabulary, event.tenant, event.event_id, tx)
-            versioner.revoke(versions, "revoke_source")
-            versioner.finish("revoke_source")
+            _apply_revoke_source(event, ledger, tx, vocabulary)
         case AliasCommand():
             if ledger.entity(event.tenant, event.entity) is None:
                 raise Rejected(f"unknown entity {event.entity!r} for tenant {event.tenant!r}")
@@ -107,6 +114,28 @@ def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocab
             ledger.heartbeats.append(
                 Heartbeat(event.tenant, event.source.system, micros_of(event.detected_at), tx)
             )
+
+
+def _apply_revoke_source(event: RevokeSourceEvent, ledger: PendingLedger, tx: int, vocabulary: Vocabulary) -> None:
+    """A source, a record or one version of a record was wrong. Without a version every piece it stated
+    ends; with one, only that version's statements are withdrawn, and a piece ends where no other
+    version of its record states it (``processors.statements``)."""
+    tenant, source = event.tenant, event.source
+    pieces = ledger.believed_by_source(tenant, source.system, source.record)
+    versioner = Versioner(ledger, vocabulary, tenant, event.event_id, tx)
+    if source.version is None:
+        versioner.revoke(pieces, "revoke_source")
+    else:
+        def first_tx(piece: EdgeVersion) -> int:
+            first = ledger.version(tenant, piece.origin)
+            return first.tx_from if first is not None else piece.tx_from
+
+        changed, records = revoke_version(
+            pieces, source.version, tx, lambda record: ledger.record_filings(tenant, source.system, record), first_tx)
+        versioner.withdraw(changed, "revoke_source")
+        for record in records:
+            ledger.add_filing(Filing(tenant, source.system, record, tx, source.version, event.event_id, revoked=True))
+    versioner.finish("revoke_source")
 
 
 def _apply_merge(event: MergeCommand, ledger: PendingLedger, tx: int) -> None:

@@ -37,3 +37,14 @@ def cut_from(whole: Interval, stopped_at: int | None) -> tuple[bool, Interval | 
     if start is not None and start >= stopped_at:
         return True, None
     return True, (start, stopped_at)
+
+
+def covered_parts(whole: Interval, cover: list[Interval]) -> list[Interval]:
+    """The parts of ``whole`` inside the union of ``cover``, in order, adjacent parts joined."""
+    lost = [whole]
+    for piece in cover:
+        lost = [rest for part in lost for rest in subtract(part, piece)]
+    kept = [whole]
+    for part in lost:
+        kept = [rest for piece in kept for rest in subtract(piece, part)]
+    return kept

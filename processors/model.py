@@ -108,6 +108,23 @@ class AliasEntry(NamedTuple):
     reason: str = ""
 
 
+class Filing(NamedTuple):
+    """What one event filed about a source record's statements: the facts a version of the record stated
+    again (``restated``: each fact's lineage, the ``origin`` its pieces share, with the valid interval
+    the version stated), or that the version was revoked (``revoked``: every statement it made before
+    ``tx`` is withdrawn). A fact's first statement is its versions' own provenance; a filing adds the
+    record's later versions, so revoking one version leaves what the others still state."""
+
+    tenant: str
+    system: str
+    record: str
+    tx: int
+    version: str | None
+    event_id: str
+    restated: tuple[tuple[str, int | None, int | None], ...] = ()
+    revoked: bool = False
+
+
 class Merge(NamedTuple):
     """An audited identity merge: ``absorb`` is the same entity as ``keep`` from ``tx_from`` on, until a
     split closes it (``tx_to``, the split's transaction time, and who split it and why). As an edge

@@ -3,19 +3,20 @@ and on the other output topics, built as bytes for the worker's outbox.
 
 Each batch writes, in this order, one record per appended or closed edge version, one per new or
 renamed entity and per new alias, one per merge made or split (``merge``, the merge as it then
-stands) and per placeholder entity recorded (``placeholder``), one per correction (``correction``, its
-parts as on ``edge-corrections``), review item (``review``), review decision (``decision``), dead
-letter (``dead_letter``), trace and heartbeat, and a closing ``batch`` marker per tenant with the
-event ids it applied, the input offsets it consumed, what it heard from each source (``heard``:
-system, kind, detected_at, tx
-of each applied change and heartbeat, for source activity) and how many records it closes
-(``records``: a part that lost one to a failed delivery is not applied). Replaying a partition's
-records (``streams.log.records.Replay``) rebuilds the same ledger state (what a worker that lost its
-disk, or a query replica, does). Each marker also carries the ``epoch`` of the ``fence`` its writer
-put on that log partition, and the log holds those fences, and ``probe`` records a reader skips
-(``streams.worker.fences``). The review item's and dead letter's original text is kept to its first
-``ORIGINAL_KEPT`` characters there, as on their own topics. Every record has a ``record_id`` so
-consumers can de-duplicate re-sent outbox records, and names its ``batch``.
+stands) and per placeholder entity recorded (``placeholder``), one per tenant listing what the batch
+filed about source records' statements (``filings``: restatements and revocations), one per
+correction (``correction``, its parts as on ``edge-corrections``), review item (``review``), review
+decision (``decision``), dead letter (``dead_letter``), trace and heartbeat, and a closing ``batch``
+marker per tenant with the event ids it applied, the input offsets it consumed, what it heard from
+each source (``heard``: system, kind, detected_at, tx of each applied change and heartbeat, for
+source activity) and how many records it closes (``records``: a part that lost one to a failed
+delivery is not applied). Replaying a partition's records (``streams.log.records.Replay``) rebuilds
+the same ledger state (what a worker that lost its disk, or a query replica, does). Each marker also
+carries the ``epoch`` of the ``fence`` its writer put on that log partition, and the log holds those
+fences, and ``probe`` records a reader skips (``streams.worker.fences``). The review item's and dead
+letter's original text is kept to its first ``ORIGINAL_KEPT`` characters there, as on their own
+topics. Every record has a ``record_id`` so consumers can de-duplicate re-sent outbox records, and
+names its ``batch``.
 
 An ``edge_version`` record's ``version`` is the ledger's own encoding of the version: a JSON array
 of ``processors.model.EdgeVersion``'s fields in order, instants as integer microseconds since the
@@ -183,6 +184,16 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
         records.append(OutRecord(log, merge.tenant, orjson.dumps(
             {"kind": "merge", "batch": batch_id, "record_id": record_id, "merge": merge._asdict()})))
         ids.append(record_id)
+    if pending.filings:
+        filed: dict[str, list[list[object]]] = {}
+        for filing in pending.filings:
+            filed.setdefault(filing.tenant, []).append(list(filing))
+        for tenant, filings in filed.items():  # one record a tenant: a resent snapshot files one each
+            record_id = f"{tenant}/filings/{batch_id}"
+            records.append(OutRecord(log, tenant, orjson.dumps(
+                {"kind": "filings", "batch": batch_id, "record_id": record_id, "tenant": tenant,
+                 "filings": filings})))
+            ids.append(record_id)
     for tenant, entity_id in pending.placeholders:
         record_id = f"{tenant}/placeholder/{entity_id}"
         records.append(OutRecord(log, tenant, orjson.dumps(

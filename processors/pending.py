@@ -22,6 +22,7 @@ from processors.model import (
     EdgeVersion,
     Entity,
     EventOutcome,
+    Filing,
     Heartbeat,
     Merge,
     Outcome,
@@ -74,6 +75,8 @@ class PendingLedger:
     decisions: list[Decision] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
+    filings: list[Filing] = field(default_factory=list)
+    """What the batch filed about source records' statements: restatements by other versions, revocations."""
     merge_rows: dict[tuple[str, str], Merge] = field(default_factory=dict)
     """Merges made or split in this batch, in their final state, by (tenant, merge id)."""
     placeholders: list[tuple[str, str]] = field(default_factory=list)
@@ -149,6 +152,9 @@ class PendingLedger:
         self.counts.versions_closed += 1
         return closed
 
+    def add_filing(self, filing: Filing) -> None:
+        self.filings.append(filing)
+
     def add_entity(self, entity: Entity) -> None:
         self.entities[(entity.tenant, entity.entity_id)] = entity
 
@@ -202,18 +208,20 @@ class PendingLedger:
         pending = self.versions.get((tenant, edge_id))
         return pending if pending is not None else self.base.version(tenant, edge_id)
 
-    def believed_by_source(
-        self, tenant: str, system: str, record: str | None, version: str | None
-    ) -> list[EdgeVersion]:
-        base = self.base.believed_by_source(tenant, system, record, version)
+    def believed_by_source(self, tenant: str, system: str, record: str | None) -> list[EdgeVersion]:
+        base = self.base.believed_by_source(tenant, system, record)
         new_ids = [
             edge_id
             for (of_tenant, of_system, of_record), edge_ids in self._new_by_source.items()
             if of_tenant == tenant and of_system == system and (record is None or of_record == record)
             for edge_id in edge_ids
-            if version is None or self.versions[(tenant, edge_id)].source_version == version
         ]
         return _still_believed(self._overlay(tenant, base, new_ids))
+
+    def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]:
+        found = self.base.record_filings(tenant, system, record)
+        found += [f for f in self.filings if f.tenant == tenant and f.system == system and f.record == record]
+        return found
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         pending = self.entities.get((tenant, entity_id))

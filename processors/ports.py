@@ -7,7 +7,7 @@ from typing import Protocol
 
 from processors.identity_map import IdentityMap
 from processors.matching import Candidate
-from processors.model import Decision, Direction, EdgeVersion, Entity, Merge, ReviewItem
+from processors.model import Decision, Direction, EdgeVersion, Entity, Filing, Merge, ReviewItem
 
 
 class LedgerReader(Protocol):
@@ -24,10 +24,13 @@ class LedgerReader(Protocol):
 
     def version(self, tenant: str, edge_id: str) -> EdgeVersion | None: ...
 
-    def believed_by_source(
-        self, tenant: str, system: str, record: str | None, version: str | None
-    ) -> list[EdgeVersion]:
-        """The still-believed versions asserted by ``system`` (from ``record``, at ``version``, when given)."""
+    def believed_by_source(self, tenant: str, system: str, record: str | None) -> list[EdgeVersion]:
+        """The still-believed versions asserted by ``system`` (from ``record``, when given)."""
+        ...
+
+    def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]:
+        """What was filed about the record's statements (``processors.model.Filing``), in order of
+        transaction time."""
         ...
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
@@ -112,3 +115,15 @@ class GraphReader(Protocol):
 
     def neighbours(self, tenant: str, entity_type: str | None, normalised: str,
                    known_at: int | None = None) -> list[Candidate]: ...
+
+
+class HistoryReader(Protocol):
+    """What ``history`` reads beside anchors: every version at a node, and what its record filed since."""
+
+    def adjacent_any(self, tenant: str, node: str) -> Iterable[EdgeVersion]:
+        """Every version at ``node``, any relationship, both directions."""
+        ...
+
+    def version(self, tenant: str, edge_id: str) -> EdgeVersion | None: ...
+
+    def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]: ...

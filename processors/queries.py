@@ -10,7 +10,7 @@ request of a query's parameters; ``processors.query_results`` builds the result'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -18,8 +18,9 @@ from processors.identity import normalise_name
 from processors.identity_map import IDENTITY_READ, canonical_ids
 from processors.matching import best_match, entity_type_of
 from processors.model import Direction, EdgeVersion
-from processors.ports import GraphReader
+from processors.ports import GraphReader, HistoryReader
 from processors.query_results import disposition, edge_out, fill_result, limits_dict
+from processors.statements import statements_of
 from processors.traversal import (
     UNBOUNDED_HOPS,
     ExpansionBudgetSpent,
@@ -33,7 +34,7 @@ from processors.traversal import (
 )
 from schemas.ontology import Ontology
 from schemas.query_params import QUERY_NAMES
-from schemas.results import AnchorOut, Change, HistoryResult, QueryOut, QueryResult
+from schemas.results import AnchorOut, Change, EdgeVersionOut, HistoryResult, QueryOut, QueryResult, StatementOut
 from schemas.times import format_micros
 
 
@@ -273,7 +274,7 @@ class QueryEngine:
             walk.paths.append(_single(anchor, other, version.edge_id))
 
     def history(self, tenant: str, entity: str, known_at: int, valid_at: int | None, rel: str | None,
-                adjacent_any: Callable[[str, str], Iterable[EdgeVersion]]) -> HistoryResult:
+                store: HistoryReader) -> HistoryResult:
         if not tenant:
             raise PlanRefused("history needs a tenant; there is no default tenant")
         anchor = resolve_anchor(self.reader, tenant, entity, known_at, entity_types=self.ontology.entity_types)
@@ -282,7 +283,7 @@ class QueryEngine:
             seen: set[str] = set()
             identity = self.reader.identity(tenant, known_at)
             members = (anchor.entity,) if identity is None else identity.members(anchor.entity)
-            for version in (v for member in members for v in adjacent_any(tenant, member)):
+            for version in (v for member in members for v in store.adjacent_any(tenant, member)):
                 if version.edge_id in seen or version.tx_from > known_at:
                     continue
                 if rel is not None and version.rel != rel:
@@ -294,8 +295,23 @@ class QueryEngine:
         versions.sort(key=lambda v: (v.src, v.rel, v.dst, v.tx_from, v.valid_from or -(1 << 62), v.edge_id))
         return HistoryResult(
             tenant=tenant, entity=entity, anchor=anchor, known_at=format_micros(known_at) or "",
-            valid_at=format_micros(valid_at), rel=rel, versions=[edge_out(v, known_at) for v in versions],
+            valid_at=format_micros(valid_at), rel=rel,
+            versions=[_with_statements(edge_out(v, known_at), v, known_at, store) for v in versions],
         )
+
+
+def _with_statements(out: EdgeVersionOut, version: EdgeVersion, known_at: int, store: HistoryReader) -> EdgeVersionOut:
+    """``out`` with the versions of its record that stated it, as known at ``known_at``."""
+    first = store.version(version.tenant, version.origin)
+    filings = [f for f in store.record_filings(version.tenant, version.authority, version.source_record or "")
+               if f.tx <= known_at]
+    out.stated_by = [
+        StatementOut(version=s.version, event_id=s.event_id, stated_at=format_micros(s.tx) or "",
+                     valid_from=format_micros(s.valid[0]), valid_to=format_micros(s.valid[1]),
+                     withdrawn_at=format_micros(s.withdrawn_at))
+        for s in statements_of(version, first.tx_from if first is not None else version.tx_from, filings)
+    ]
+    return out
 
 
 def _single(anchor: str, other: str, edge_id: str) -> Path:

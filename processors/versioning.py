@@ -21,7 +21,7 @@ import hashlib
 from typing import Final
 
 from processors.intervals import Interval, cut_from, overlaps, subtract
-from processors.model import Correction, EdgeVersion, ReviewItem
+from processors.model import Correction, EdgeVersion, Filing, ReviewItem
 from processors.pending import PendingLedger
 from processors.vocabulary import Vocabulary
 
@@ -95,6 +95,10 @@ class Versioner:
         """Facts this event asserted whose origin version a later assertion of it discarded (their origin
         ids): ``finish`` gives each a surviving piece as origin. Noted as it happens (rarely) rather than
         found again in ``finish``, which would walk every event's appended versions."""
+        self._restated: list[tuple[str, int | None, int | None]] = []
+        """(lineage, valid_from, valid_to) of each believed fact this event's record stated again at
+        another version: ``finish`` files them (``Filing``), so that revoking one version keeps the rest."""
+        self._restating: Provenance | None = None
 
     def _next_id(self, prefix: str) -> str:
         """``derive_id(prefix, tenant, event_id, sequence)``. Speed: the event's part of the digest is
@@ -188,9 +192,19 @@ class Versioner:
         self._closed += closed
         self._appended += appended
 
+    def _restate(self, lineage: str, fact: Fact, provenance: Provenance) -> None:
+        entry = (lineage, fact.valid_from, fact.valid_to)
+        if entry not in self._restated:
+            self._restated.append(entry)
+        self._restating = provenance
+
     def finish(self, cause: str) -> None:
-        """Emit the event's conflicts and its correction: the committed beliefs it closed and what it
-        appended that survives."""
+        """File what the event's record stated again, and emit the event's conflicts and its correction:
+        the committed beliefs it closed and what it appended that survives."""
+        if self._restating is not None:
+            source = self._restating
+            self.ledger.add_filing(Filing(self.tenant, source.authority, source.record or "", self.tx,
+                                          source.version, self.event_id, tuple(self._restated)))
         if self._orphans:
             self._settle_origins()
         for review_id, pieces, rivals in self._conflicts:
@@ -227,6 +241,8 @@ class Versioner:
         unsaid = [fact.interval]
         for old in believed:
             if _says(old, fact, provenance):
+                if old.source_version != provenance.version and overlaps((old.valid_from, old.valid_to), fact.interval):
+                    self._restate(old.origin, fact, provenance)
                 unsaid = [part for piece in unsaid for part in subtract(piece, (old.valid_from, old.valid_to))]
             else:
                 others.append(old)
@@ -327,6 +343,17 @@ class Versioner:
                 self._end_belief(old)
                 closed.append(old)
         self._correct(cause, closed, [])
+
+    def withdraw(self, kept: list[tuple[EdgeVersion, list[Interval]]], cause: str) -> None:
+        """A statement withdrawn: each believed version keeps only the parts (``kept``, never all of it)
+        that its other statements still make; none left, it ends."""
+        closed: list[EdgeVersion] = []
+        appended: list[EdgeVersion] = []
+        for old, parts in sorted(kept, key=lambda entry: _canonical(entry[0])):
+            if old.tx_to is None:
+                closed.append(old)
+                appended += self._supersede(old, parts)
+        self._correct(cause, closed, appended)
 
 
 def _canonical(version: EdgeVersion) -> tuple[str, str]:

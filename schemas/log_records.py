@@ -108,6 +108,23 @@ class PlaceholderRecord(TypedDict):
     entity_id: str
 
 
+FiledStatement = tuple[str, str, str, int, str | None, str, list[tuple[str, int | None, int | None]], bool]
+"""``processors.model.Filing``'s fields in order: tenant, system, record, tx, version, event_id, restated
+(lineage, valid_from, valid_to), revoked."""
+
+
+@with_config(_EXACT)
+class FilingsRecord(TypedDict):
+    """What a batch filed about a tenant's source records: versions that stated facts again, and
+    versions revoked (``processors.statements``)."""
+
+    kind: Literal["filings"]
+    batch: str
+    record_id: str
+    tenant: str
+    filings: list[FiledStatement]
+
+
 @with_config(_EXACT)
 class CorrectionRecord(TypedDict):
     """A correction, or one ``part`` of ``parts`` of one too large for a record."""
@@ -290,8 +307,8 @@ class InputResetRecord(TypedDict):
     reason: str
 
 
-HeldRecord = (EdgeVersionRecord | EntityRecord | AliasRecord | MergeRecord | PlaceholderRecord | CorrectionRecord
-              | ReviewRecord | DecisionRecord | DeadLetterRecord | TraceRecord | HeartbeatRecord)
+HeldRecord = (EdgeVersionRecord | EntityRecord | AliasRecord | MergeRecord | PlaceholderRecord | FilingsRecord
+              | CorrectionRecord | ReviewRecord | DecisionRecord | DeadLetterRecord | TraceRecord | HeartbeatRecord)
 """The records a batch marker closes."""
 
 LOG_RECORD = Annotated[HeldRecord | BatchMarker | FenceRecord | ProbeRecord | InputResetRecord,

@@ -20,6 +20,18 @@ class SourceOut(Out):
     version: str | None = None
 
 
+class StatementOut(Out):
+    """One version of the edge's source record stating it: the first made the edge version, each later
+    one asserted it again unchanged. ``withdrawn_at``: when that version was revoked (null: it stands)."""
+
+    version: str | None
+    event_id: str
+    stated_at: str
+    valid_from: str | None
+    valid_to: str | None
+    withdrawn_at: str | None = None
+
+
 class EdgeVersionOut(Out):
     """One edge version with both intervals; ``tx_to: null`` means still believed."""
 
@@ -42,6 +54,9 @@ class EdgeVersionOut(Out):
     phrase: str | None = None
     evidence_omitted: bool = False
     corroborated_by: list[str] = Field(default_factory=list)
+    stated_by: list[StatementOut] | None = None
+    """In ``history``: every version of the source record that stated this edge version, as known at its
+    ``known_at``; null elsewhere."""
 
 
 class CorrectionOut(Out):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from processors.identity_map import IdentityMap
 from processors.matching import Candidate
-from processors.model import Direction, EdgeVersion, Entity, Merge, SourceActivity
+from processors.model import Direction, EdgeVersion, Entity, Filing, Merge, SourceActivity
 from state.open import open_reader
 from state.store import LedgerStore
 
@@ -111,6 +111,12 @@ class LedgerFollower:
 
     def adjacent_any(self, tenant: str, node: str) -> list[EdgeVersion]:
         return self.store.adjacent_any(tenant, node)
+
+    def version(self, tenant: str, edge_id: str) -> EdgeVersion | None:
+        return self.store.version(tenant, edge_id)
+
+    def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]:
+        return self.store.record_filings(tenant, system, record)
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         return self.store.entity(tenant, entity_id)

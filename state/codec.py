@@ -13,6 +13,7 @@ from processors.model import (
     Decision,
     EdgeVersion,
     Entity,
+    Filing,
     Heartbeat,
     Merge,
     ReviewItem,
@@ -154,6 +155,17 @@ def encode_merge(merge: Merge) -> bytes:
 
 def decode_merge(data: bytes) -> Merge:
     return Merge(*orjson.loads(data))
+
+
+def encode_filing(filing: Filing) -> bytes:
+    """An ``F`` row's value: what its key (tenant, system, record, tx) does not say."""
+    return orjson.dumps((filing.version, filing.event_id, filing.restated, filing.revoked))
+
+
+def decode_filing(tenant: str, system: str, record: str, tx: int, data: bytes) -> Filing:
+    version, event_id, restated, revoked = orjson.loads(data)
+    return Filing(tenant, system, record, tx, version, event_id,
+                  tuple((lineage, valid_from, valid_to) for lineage, valid_from, valid_to in restated), revoked)
 
 
 def encode_alias(tx: int, entity_id: str, normalised: str) -> bytes:

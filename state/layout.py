@@ -25,6 +25,7 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``Q``  tenant, ``e``, entity_id, merge_id                            nothing: the merges that name an entity
 ``Z``  tenant, ``f``/``s``, type, sort key / reversed, entity_id    entity_id: a placeholder (``Type:~name``)
 ``C``  tenant, entity_id, normalised                                 who recorded the alias by command, and why
+``F``  tenant, system, record, tx                                    what one event filed about the record's statements
 ``M``  name                                                         meta: last transaction time, format
 =====  ==========================================================  ==================================
 
@@ -58,6 +59,12 @@ rewritten: an as-known read before the split still sees the merge. A tenant's me
 whole (``StoreReads.merges``, cached); a tenant with none costs a dictionary lookup per read. ``Z``
 lists the placeholders so that a tenant with none skips the absorption check.
 
+A fact's first statement is its versions' own provenance. ``F`` adds what a record's other versions
+said of it: a later version that asserts a fact again unchanged files the fact's lineage (``origin``)
+and the interval it stated, and a revoked version files its revocation; ``revoke_source`` of one
+version reads the record's rows (few: one per event that restated or revoked) to find what the
+record's other versions still state. A resent snapshot so writes one row, not one per fact it repeats.
+
 A state directory records its format (``M`` ``format``); a state in any other is refused with
 ``StateFormatError``, which says to rebuild it.
 """
@@ -79,7 +86,7 @@ INDEX: Final = b""
 """The value of an index row (``A``): the key says it all."""
 LAST_TX: Final = b"M" + pack("last_tx")
 FORMAT: Final = b"M" + pack("format")
-FORMAT_VERSION: Final = b"6"
+FORMAT_VERSION: Final = b"7"
 """The one layout this edgeledger reads and writes: the tables above."""
 TX_BYTES: Final = 9
 """An encoded ``tx_from`` in an ``A`` key (``keys.encode_int``): the edge id follows it."""

@@ -15,6 +15,7 @@ from processors.model import (
     Direction,
     EdgeVersion,
     Entity,
+    Filing,
     Heartbeat,
     Merge,
     ReviewItem,
@@ -134,11 +135,13 @@ class StoreReads:
         raw = self.kv.get(b"V" + pack(tenant, edge_id))
         return codec.decode_version(raw) if raw else None
 
-    def believed_by_source(
-        self, tenant: str, system: str, record: str | None, version: str | None
-    ) -> list[EdgeVersion]:
-        prefix = b"B" + (pack(tenant, system) if record is None else pack(tenant, system, record))
-        return [v for v in self._scan_versions(prefix) if version is None or v.source_version == version]
+    def believed_by_source(self, tenant: str, system: str, record: str | None) -> list[EdgeVersion]:
+        return self._scan_versions(b"B" + (pack(tenant, system) if record is None else pack(tenant, system, record)))
+
+    def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]:
+        prefix = b"F" + pack(tenant, system, record)
+        return [codec.decode_filing(tenant, system, record, int(unpack(key[len(prefix):])[0]), value)
+                for key, value in self.kv.scan(prefix)]
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         key = (tenant, entity_id)

@@ -237,6 +237,9 @@ class LedgerStore(StoreReads):
             puts.append((b"Q" + pack(merge.tenant, "m", merge.merge_id), codec.encode_merge(merge)))
             for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare
                 puts.append((b"Q" + pack(merge.tenant, "e", entity_id, merge.merge_id), INDEX))
+        for filing in pending.filings:
+            key = b"F" + pack(filing.tenant, filing.system, filing.record) + encode_int(filing.tx)
+            puts.append((key, codec.encode_filing(filing)))
         for tenant, entity_id in pending.placeholders:
             ordered, entity_type = sort_key(placeholder_name(entity_id)), entity_type_of(entity_id)
             row = entity_id.encode()  # the value a lookup reads, not the key (no key decoded)

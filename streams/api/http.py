@@ -176,7 +176,7 @@ class LedgerService:
         request = history_request_from(tenant, params, self.ontology, self.wall_clock())
         with self.lock:
             self.follower.refresh()
-            result = self.engine_uncached.history(*request, self.follower.adjacent_any)
+            result = self.engine_uncached.history(*request, self.follower)
             self._settle()
             return result
 

@@ -127,7 +127,7 @@ def history(
     except UnknownToOntology as error:
         raise CliError(str(error) + default_ontology_hint(ontology_file)) from None
     with reading(state) as store:
-        result = QueryEngine(store, ontology).history(*request, store.adjacent_any)
+        result = QueryEngine(store, ontology).history(*request, store)
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:

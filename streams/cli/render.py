@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from processors.model import DeadLetter, ReviewItem, Trace
-from schemas.results import HistoryResult, QueryResult
+from schemas.results import EdgeVersionOut, HistoryResult, QueryResult
 from schemas.times import format_micros
 
 
@@ -58,10 +58,20 @@ def history_text(result: HistoryResult) -> str:
             f"  {v.edge_id}  {v.src} -{v.rel}-> {v.dst}  valid [{v.valid_from or 'start'}, {v.valid_to or 'inf'})"
             f"  tx [{v.tx_from}, {v.tx_to or 'inf'})  {believed}  from {v.source.system}"
             + (f"  supersedes {', '.join(v.supersedes)}" if v.supersedes else "")
+            + _stated_by(v)
         )
     if not result.versions:
         lines.append("  (no versions)")
     return "\n".join(lines) + "\n"
+
+
+def _stated_by(version: EdgeVersionOut) -> str:
+    """The record's versions that stated it, when more than the one that made it or any was revoked."""
+    stated = version.stated_by or []
+    if len(stated) < 2 and not any(s.withdrawn_at for s in stated):
+        return ""
+    return "  stated by " + ", ".join(
+        f"{s.version}" + (f" (revoked {s.withdrawn_at})" if s.withdrawn_at else "") for s in stated)
 
 
 def review_dict(item: ReviewItem) -> dict[str, object]:

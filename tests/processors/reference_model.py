@@ -17,9 +17,10 @@ for a single-valued relationship, deletes them from A's other values; a retracti
 retraction's phrase, or of every phrase when it names none); a snapshot of record R deletes from
 ``detected_at`` the segments R explains of the edges R said before and omits now (see
 ``SnapshotRule``): a segment another record restated since is that record's; revoke deletes every
-segment of one origin, revoke_source every segment of its system, narrowed to a record and a
-version when the event names them. A re-delivered event id
-changes nothing; a malformed line or an event naming an edge outside the ontology (or an unknown
+segment of one origin, revoke_source every segment of its system, narrowed to a record when the event
+names one; with a version, it withdraws that version's statements, and a segment ends only when no
+version of its record still states it (a later version that asserted it unchanged states it too).
+A re-delivered event id changes nothing; a malformed line or an event naming an edge outside the ontology (or an unknown
 edge id, or an ``other`` assertion without a phrase) changes nothing either, but takes a tx.
 
 Each event that is not a clock setting or a re-delivery takes the next transaction time,
@@ -115,8 +116,8 @@ class Revoke:
 class RevokeSource:
     event_id: str
     system: str
-    record: str
-    version: str
+    record: str | None
+    version: str | None
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,9 @@ class ReferenceLedger:
     dead_letter_txs: list[int] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     """One event id per assertion of a single-valued fact that another authority contradicts."""
+    stated_by: dict[tuple[Key, int], frozenset[str | None]] = field(default_factory=dict)
+    """The versions of a segment's record that state it: its first statement's, and each later version
+    that asserted it again unchanged. Revoking one version removes it; the segment ends with the last."""
     origin_alias: dict[str, str] = field(default_factory=dict)
     origin_owner: dict[str, str] = field(default_factory=dict)
     origin_conflicts: list[str] = field(default_factory=list)
@@ -317,11 +321,15 @@ class ReferenceLedger:
         stated = (event.record, assertion.evidence, assertion.confidence)
         unsaid = [index for index in span if index not in believed
                   or (believed[index].record, believed[index].evidence, believed[index].confidence) != stated]
+        for index in span:
+            if index not in unsaid:  # said already by the record: this version states it too
+                self.stated_by[(key, index)] |= {event.version}
         if not unsaid:
             return False
         provenance = Provenance(event.record, event.version, assertion.evidence, assertion.confidence, origin)
         for index in unsaid:
             believed[index] = provenance
+            self.stated_by[(key, index)] = frozenset({event.version})
         if assertion.rel not in SINGLE_VALUED:
             return False
         contradicted = False
@@ -351,13 +359,17 @@ class ReferenceLedger:
                 del believed[index]
 
     def _revoke_source(self, event: RevokeSource) -> None:
+        """Without a version, every segment of the system (of the record, when named) ends; with one, that
+        version no longer states any, and a segment ends when no version of its record states it."""
         for key, believed in self.beliefs.items():
             if key[3] != event.system:
                 continue
-            for index in [
-                i for i, p in believed.items()
-                if event.record in (None, p.record) and event.version in (None, p.version)
-            ]:
+            for index in [i for i, p in believed.items() if event.record in (None, p.record)]:
+                if event.version is not None:
+                    left = self.stated_by[(key, index)] - {event.version}
+                    self.stated_by[(key, index)] = left
+                    if left:
+                        continue
                 del believed[index]
 
     # -- origins ------------------------------------------------------------------------------------------

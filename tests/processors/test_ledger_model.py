@@ -179,8 +179,8 @@ class RevokeDraft:
 @dataclass(frozen=True)
 class RevokeSourceDraft:
     system: str
-    record: str
-    version: str
+    record: str | None
+    version: str | None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The pending overlay: an event sees the batch's earlier changes, and only those of the edge it asks about."""
 
-from processors.model import EdgeVersion
+from processors.model import EdgeVersion, Filing
 from processors.pending import PendingLedger
 from state.kv import MemoryKV
 from state.store import LedgerStore
@@ -51,7 +51,7 @@ def test_what_a_record_says_now_reads_that_records_versions_only() -> None:
     assert pending.versions.lookups == 1
 
 
-def test_believed_by_source_sees_the_batch_by_system_record_and_version() -> None:
+def test_believed_by_source_sees_the_batch_by_system_and_record() -> None:
     pending = PendingLedger(LedgerStore(MemoryKV()))
     pending.append(_version("a1", "Service:cmdb:S1", record="pol/A", source_version="1"))
     pending.append(_version("a2", "Service:cmdb:S2", record="pol/A", source_version="2"))
@@ -59,14 +59,24 @@ def test_believed_by_source_sees_the_batch_by_system_record_and_version() -> Non
     pending.append(_version("n1", "Service:cmdb:S4", record=None, source_version="1"))
     pending.close(pending.versions[("acme", "b1")], 11)
 
-    def ids(record: str | None, version: str | None) -> list[str]:
-        return sorted(v.edge_id for v in pending.believed_by_source("acme", "policy", record, version))
+    def ids(record: str | None) -> list[str]:
+        return sorted(v.edge_id for v in pending.believed_by_source("acme", "policy", record))
 
-    assert ids(None, None) == ["a1", "a2", "n1"]
-    assert ids("pol/A", None) == ["a1", "a2"]
-    assert ids("pol/A", "2") == ["a2"]
-    assert ids(None, "1") == ["a1", "n1"]
-    assert pending.believed_by_source("acme", "hr", None, None) == []
+    assert ids(None) == ["a1", "a2", "n1"]
+    assert ids("pol/A") == ["a1", "a2"]
+    assert pending.believed_by_source("acme", "hr", None) == []
+
+
+def test_a_records_filings_are_the_stored_ones_then_the_batchs() -> None:
+    store = LedgerStore(MemoryKV())
+    first = PendingLedger(store)
+    first.add_filing(Filing("acme", "cmdb", "svc/a", 5, "v2", "ev-2", (("e1", None, None),)))
+    store.commit(first)
+    pending = PendingLedger(store)
+    pending.add_filing(Filing("acme", "cmdb", "svc/a", 9, "v2", "ev-3", revoked=True))
+    pending.add_filing(Filing("acme", "cmdb", "svc/b", 9, "v1", "ev-3", revoked=True))
+    assert [(f.tx, f.revoked) for f in pending.record_filings("acme", "cmdb", "svc/a")] == [(5, False), (9, True)]
+    assert pending.record_filings("acme", "cmdb", "svc/c") == []
 
 
 class _NoPointReads:

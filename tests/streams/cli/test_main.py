@@ -391,3 +391,26 @@ def test_a_past_answer_and_its_coverage_do_not_depend_on_what_was_loaded_later(
     for source in reports[1]:
         if source["last_heard_at"] is not None:
             assert parse_micros(source["last_heard_at"]) <= parse_micros(instant) and source["silence_seconds"] >= 0
+
+
+def test_history_lists_every_version_of_the_record_that_stated_an_edge(tmp_path: Path) -> None:
+    """v1 and v2 of svc/a state A -> B; v1 is revoked: the edge stands, and history says who states it."""
+    def change(event_id: str, version: str) -> dict:
+        return {"kind": "change", "event_id": event_id, "tenant": "acme", "mode": "snapshot",
+                "source": {"system": "cmdb", "record": "svc/a", "version": version},
+                "detected_at": "2026-01-01T00:00:00Z",
+                "assert": [{"src": {"type": "Service", "id": "cmdb:A"}, "rel": "depends_on",
+                            "dst": {"type": "Service", "id": "cmdb:B"}}]}
+
+    revoke = {"kind": "revoke_source", "event_id": "r-1", "tenant": "acme", "reason": "v1 was corrupt",
+              "source": {"system": "cmdb", "record": "svc/a", "version": "v1"}}
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(json.dumps(e) for e in (change("c-1", "v1"), change("c-2", "v2"), revoke)) + "\n")
+    state = tmp_path / "state"
+    edgeledger("load", str(events), "--state", str(state))
+    args = ("history", "--state", str(state), "--tenant", "acme", "--entity", "Service:cmdb:A")
+    [version] = json.loads(edgeledger(*args, "--json").stdout)["versions"]
+    assert version["tx_to"] is None and version["source"]["version"] == "v1"
+    stated = [(s["version"], s["event_id"], s["withdrawn_at"] is not None) for s in version["stated_by"]]
+    assert stated == [("v1", "c-1", True), ("v2", "c-2", False)]
+    assert "stated by v1 (revoked " in edgeledger(*args).stdout

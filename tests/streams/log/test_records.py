@@ -555,8 +555,8 @@ def test_every_record_the_builders_emit_is_of_its_kinds_model() -> None:
     for raw in log:
         record = models.validate_json(raw, strict=True)
         kinds.add(record["kind"])
-    assert kinds == {"edge_version", "entity", "alias", "merge", "placeholder", "correction", "review", "dead_letter",
-                     "trace", "heartbeat", "batch", "fence", "probe", "input_reset"}
+    assert kinds == {"edge_version", "entity", "alias", "merge", "placeholder", "filings", "correction", "review",
+                     "dead_letter", "trace", "heartbeat", "batch", "fence", "probe", "input_reset"}
     marker = next(orjson.loads(raw) for raw in log if is_marker(raw))
     with pytest.raises(ValidationError, match="from"):
         models.validate_python({key: value for key, value in marker.items() if key != "from"}, strict=True)
@@ -638,3 +638,28 @@ def test_replaying_the_log_rebuilds_identity_edits_with_who_made_them() -> None:
         original = [edit.as_json() for edit in identity_history(store, "acme", entity)]
         assert [edit.as_json() for edit in identity_history(rebuilt, "acme", entity)] == original
         assert any(edit["actor"] in ("carol", "alice") for edit in original), original
+
+
+def test_a_replica_knows_which_versions_of_a_record_state_a_fact() -> None:
+    """The filings travel on the log: revoking one version on a replica leaves what another states, as
+    on the writer, and revoking the other ends it on both."""
+    def change(event_id: str, version: str) -> bytes:
+        return orjson.dumps({"kind": "change", "event_id": event_id, "tenant": "acme", "mode": "snapshot",
+                             "source": {"system": "cmdb", "record": "svc/a", "version": version},
+                             "detected_at": "2026-01-01T00:00:00Z",
+                             "assert": [{"src": {"type": "Service", "id": "cmdb:A"}, "rel": "depends_on",
+                                         "dst": {"type": "Service", "id": "cmdb:B"}}]})
+
+    def revoke(event_id: str, version: str) -> bytes:
+        return orjson.dumps({"kind": "revoke_source", "event_id": event_id, "tenant": "acme", "reason": "corrupt",
+                             "source": {"system": "cmdb", "record": "svc/a", "version": version}})
+
+    store, log = _logged_load([change("c-1", "v1"), change("c-2", "v2"), revoke("r-1", "v1")])
+    rebuilt = LedgerStore(MemoryKV())
+    Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), {})
+    assert sorted(rebuilt.kv.scan(b"F")) == sorted(store.kv.scan(b"F")) and len(list(store.kv.scan(b"F"))) == 2
+    for kv in (store.kv, rebuilt.kv):
+        ledger = Ledger(kv=kv)
+        assert len(ledger.believed("Service:cmdb:A", "depends_on")) == 1, "v2 still states it"
+        ledger.send(revoke("r-2", "v2").decode())
+        assert ledger.believed("Service:cmdb:A", "depends_on") == []

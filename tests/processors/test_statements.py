@@ -1,0 +1,122 @@
+"""Every version of a record that states a fact: revoking one version leaves what the others state."""
+
+from typing import Any
+
+from tests.support.harness import Ledger
+
+A, B, C = "Service:cmdb:A", "Service:cmdb:B", "Service:cmdb:C"
+
+
+def revoke_source(ledger: Ledger, record: str | None, version: str | None, event_id: str) -> dict[str, Any]:
+    source = {"system": "cmdb"} | ({"record": record} if record else {}) | ({"version": version} if version else {})
+    return {"kind": "revoke_source", "event_id": event_id, "tenant": "acme", "source": source, "reason": "corrupt"}
+
+
+def stated(ledger: Ledger, src: str = A) -> list[tuple[str, int | None, int | None]]:
+    return sorted((v.dst, v.valid_from, v.valid_to) for v in ledger.believed(src, "depends_on"))
+
+
+def two_versions(ledger: Ledger, mode: str = "snapshot") -> None:
+    """svc/a v1 states A -> B; v2 of the same record states it again, unchanged."""
+    ledger.change("cmdb", "svc/a", mode=mode, version="v1").asserts(A, "depends_on", B, "2025-01-01").send()
+    ledger.change("cmdb", "svc/a", mode=mode, version="v2").asserts(A, "depends_on", B, "2025-01-01").send()
+
+
+def test_revoking_the_first_version_keeps_what_the_second_still_states(ledger: Ledger) -> None:
+    two_versions(ledger)
+    before = ledger.believed(A, "depends_on")
+    ledger.send(revoke_source(ledger, "svc/a", "v1", "rs-1"))
+    assert ledger.believed(A, "depends_on") == before, "still stated by v2: no version closed or appended"
+    assert ledger.counts.corrections == 0
+
+
+def test_revoking_the_second_version_keeps_what_the_first_states(ledger: Ledger) -> None:
+    two_versions(ledger)
+    ledger.send(revoke_source(ledger, "svc/a", "v2", "rs-1"))
+    assert [dst for dst, _, _ in stated(ledger)] == [B]
+    assert ledger.counts.corrections == 0
+
+
+def test_revoking_both_versions_ends_the_fact_with_one_correction(ledger: Ledger) -> None:
+    two_versions(ledger)
+    [piece] = ledger.believed(A, "depends_on")
+    ledger.send(revoke_source(ledger, "svc/a", "v1", "rs-1"), revoke_source(ledger, "svc/a", "v2", "rs-2"))
+    assert ledger.believed(A, "depends_on") == []
+    [correction] = ledger.store.corrections("acme")
+    assert (correction.event_id, correction.cause) == ("rs-2", "revoke_source")
+    assert correction.old_edge_ids == (piece.edge_id,) and correction.new_edge_ids == ()
+
+
+def test_a_delta_restating_a_fact_is_a_statement_too(ledger: Ledger) -> None:
+    two_versions(ledger, mode="delta")
+    ledger.send(revoke_source(ledger, "svc/a", "v1", "rs-1"))
+    assert [dst for dst, _, _ in stated(ledger)] == [B]
+    ledger.send(revoke_source(ledger, "svc/a", "v2", "rs-2"))
+    assert stated(ledger) == []
+
+
+def test_a_version_that_states_part_of_a_fact_keeps_that_part(ledger: Ledger) -> None:
+    """v2 states A -> B only from June: once v1 is revoked, the fact holds from June only."""
+    ledger.change("cmdb", "svc/a", version="v1").asserts(A, "depends_on", B, "2025-01-01").send()
+    ledger.change("cmdb", "svc/a", version="v2").asserts(A, "depends_on", B, "2025-06-01").send()
+    [piece] = ledger.believed(A, "depends_on")
+    ledger.send(revoke_source(ledger, "svc/a", "v1", "rs-1"))
+    [left] = ledger.believed(A, "depends_on")
+    assert (left.valid_from, left.valid_to) == (ledger_micros("2025-06-01"), None)
+    assert (left.source_record, left.source_version, left.origin) == ("svc/a", "v1", piece.origin)
+    [correction] = ledger.store.corrections("acme")
+    assert correction.old_edge_ids == (piece.edge_id,) and correction.new_edge_ids == (left.edge_id,)
+
+
+def test_a_remainder_keeps_the_statements_of_the_fact_it_comes_from(ledger: Ledger) -> None:
+    """v2 restates the fact; another record's other evidence cuts it; the remainder is v2's too."""
+    two_versions(ledger)
+    ledger.change("cmdb", "svc/other", version="x1").asserts(A, "depends_on", B, "2025-03-01", "2025-04-01",
+                                                             evidence="other").send()
+    ledger.send(revoke_source(ledger, "svc/a", "v1", "rs-1"))
+    march, april = ledger_micros("2025-03-01"), ledger_micros("2025-04-01")
+    assert stated(ledger) == [(B, ledger_micros("2025-01-01"), march), (B, march, april), (B, april, None)]
+
+
+def test_a_version_revoked_before_it_states_a_fact_again_states_it_anew(ledger: Ledger) -> None:
+    two_versions(ledger)
+    ledger.send(revoke_source(ledger, "svc/a", "v2", "rs-1"))
+    ledger.change("cmdb", "svc/a", mode="snapshot", version="v2").asserts(A, "depends_on", B, "2025-01-01").send()
+    ledger.send(revoke_source(ledger, "svc/a", "v1", "rs-2"))
+    assert [dst for dst, _, _ in stated(ledger)] == [B], "v2's statement after its revocation holds"
+
+
+def test_a_version_named_without_its_record_is_revoked_in_every_record(ledger: Ledger) -> None:
+    two_versions(ledger)
+    ledger.change("cmdb", "svc/c", version="v1").asserts(A, "depends_on", C, "2025-01-01").send()
+    ledger.send(revoke_source(ledger, None, "v1", "rs-1"))
+    assert [dst for dst, _, _ in stated(ledger)] == [B], "svc/a's v2 still states A -> B; nothing states A -> C"
+
+
+def test_revoking_a_whole_record_ends_every_version_of_it(ledger: Ledger) -> None:
+    two_versions(ledger)
+    ledger.send(revoke_source(ledger, "svc/a", None, "rs-1"))
+    assert stated(ledger) == []
+
+
+def test_the_same_events_in_one_batch_do_the_same(ledger: Ledger) -> None:
+    events = [
+        ledger_change(ledger, "v1"), ledger_change(ledger, "v2"), revoke_source(ledger, "svc/a", "v1", "rs-1"),
+    ]
+    ledger.send(*events)
+    assert [dst for dst, _, _ in stated(ledger)] == [B]
+    other = Ledger()
+    for event in events:
+        other.send(event)
+    assert stated(other) == stated(ledger)
+
+
+def ledger_change(ledger: Ledger, version: str) -> dict[str, Any]:
+    builder = ledger.change("cmdb", "svc/a", mode="snapshot", version=version)
+    return builder.asserts(A, "depends_on", B, "2025-01-01").event
+
+
+def ledger_micros(text: str) -> int:
+    from schemas.times import parse_micros
+
+    return parse_micros(text)
