@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from processors.cache import ReadKey, touched_read_keys
+from processors.cache_keys import ReadKey, touched_read_keys
 from processors.model import Correction, EdgeVersion, Merge, Trace
 from processors.queries import QueryEngine
 from processors.replay import ACTION_RANK, CannotRederive, trace_request

@@ -24,7 +24,7 @@ from itertools import islice
 
 import orjson
 
-from processors.cache import CacheEntry, ReadKey, ValidWindow, base_of
+from processors.cache_keys import CacheEntry, ReadKey, ValidWindow, base_of
 from state.keys import pack, unpack
 from state.kv import OrderedKV
 
@@ -77,7 +77,7 @@ and a count alone let a few thousand large answers take gigabytes."""
 
 
 class CacheStore:
-    """Implements ``processors.cache.CacheBackend`` over an ``OrderedKV``."""
+    """Implements ``processors.cache_keys.CacheBackend`` over an ``OrderedKV``."""
 
     def __init__(self, kv: OrderedKV, max_entries: int = 50_000, memory_entries: int = 2_000,
                  memory_bytes: int = MEMORY_BYTES) -> None:

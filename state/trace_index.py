@@ -21,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-from processors.cache import ReadKey
+from processors.cache_keys import ReadKey
 from processors.identity_map import IDENTITY_READ
 from processors.model import Trace
 from processors.replay import CannotRederive

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from processors.cache import (
-    CachedQueryEngine,
+from processors.cache import CachedQueryEngine
+from processors.cache_keys import (
     ValidWindow,
     entry_key,
     is_cacheable,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from processors.cache import CacheEntry, ValidWindow, entry_key
+from processors.cache_keys import CacheEntry, ValidWindow, entry_key
 from state.cache_store import CacheStore
 from state.changes import LedgerFollower, versions_changed_since
 from state.keys import pack
