@@ -3,20 +3,20 @@ and on the other output topics, built as bytes for the worker's outbox.
 
 Each batch writes, in this order, one record per appended or closed edge version, one per new or
 renamed entity and per new alias, one per merge made or split (``merge``, the merge as it then
-stands) and per placeholder entity recorded (``placeholder``), one per tenant listing what the batch
-filed about source records' statements (``filings``: restatements and revocations), one per
-correction (``correction``, its parts as on ``edge-corrections``), review item (``review``), review
-decision (``decision``), dead letter (``dead_letter``), trace and heartbeat, and a closing ``batch``
-marker per tenant with the event ids it applied, the input offsets it consumed, what it heard from
-each source (``heard``: system, kind, detected_at, tx of each applied change and heartbeat, for
-source activity) and how many records it closes (``records``: a part that lost one to a failed
-delivery is not applied). Replaying a partition's records (``streams.log.records.Replay``) rebuilds
-the same ledger state (what a worker that lost its disk, or a query replica, does). Each marker also
-carries the ``epoch`` of the ``fence`` its writer put on that log partition, and the log holds those
-fences, and ``probe`` records a reader skips (``streams.worker.fences``). The review item's and dead
-letter's original text is kept to its first ``ORIGINAL_KEPT`` characters there, as on their own
-topics. Every record has a ``record_id`` so consumers can de-duplicate re-sent outbox records, and
-names its ``batch``.
+stands), one per tenant listing what the batch filed about source records' statements (``filings``:
+restatements and revocations; several past ``FILED_FACTS_PER_RECORD``), one per placeholder entity
+recorded (``placeholder``), one per correction (``correction``, its parts as on ``edge-
+corrections``), review item (``review``), review decision (``decision``), dead letter
+(``dead_letter``), trace and heartbeat, and a closing ``batch`` marker per tenant with the event ids
+it applied, the input offsets it consumed, what it heard from each source (``heard``: system, kind,
+detected_at, tx of each applied change and heartbeat, for source activity) and how many records it
+closes (``records``: a part that lost one to a failed delivery is not applied). Replaying a
+partition's records (``streams.log.records.Replay``) rebuilds the same ledger state (what a worker
+that lost its disk, or a query replica, does). Each marker also carries the ``epoch`` of the
+``fence`` its writer put on that log partition, and the log holds those fences, and ``probe``
+records a reader skips (``streams.worker.fences``). The review item's and dead letter's original
+text is kept to its first ``ORIGINAL_KEPT`` characters there, as on their own topics. Every record
+has a ``record_id`` so consumers can de-duplicate re-sent outbox records, and names its ``batch``.
 
 An ``edge_version`` record's ``version`` is the ledger's own encoding of the version: a JSON array
 of ``processors.model.EdgeVersion``'s fields in order, instants as integer microseconds since the
@@ -117,6 +117,27 @@ closes every version it asserted, and one record naming a million ids would be m
 producer sends, and refused again at every restart of the worker."""
 
 
+FILED_FACTS_PER_RECORD = 100_000
+"""At most this many restated facts in one ``filings`` record (about 5 MB), far below a broker's
+limit; a batch that filed more sends several."""
+
+
+def _filings_records(pending: PendingLedger) -> list[tuple[str, list[list[object]]]]:
+    """The batch's filings as ``filings`` records' contents: a tenant's in one, or in several past
+    ``FILED_FACTS_PER_RECORD`` (a resent snapshot of a large record files every fact it repeats)."""
+    parts: list[tuple[str, list[list[object]]]] = []
+    open_part: dict[str, tuple[list[list[object]], int]] = {}
+    for filing in pending.filings:
+        held, facts = open_part.get(filing.tenant, ([], 0))
+        if held and facts + len(filing.restated) > FILED_FACTS_PER_RECORD:
+            parts.append((filing.tenant, held))
+            held, facts = [], 0
+        held.append(list(filing))
+        open_part[filing.tenant] = (held, facts + len(filing.restated))
+    parts += [(tenant, held) for tenant, (held, _) in open_part.items()]
+    return parts
+
+
 def correction_records(correction: Correction) -> list[dict]:
     """The correction as ``edge-corrections`` records: one, or, past ``CORRECTION_IDS_PER_RECORD``
     ids, parts that share its ``correction_id`` and say ``part`` (from 1) of ``parts``; each part
@@ -184,16 +205,11 @@ def outbox_for(pending: PendingLedger, versions: list[EncodedVersion], inputs: d
         records.append(OutRecord(log, merge.tenant, orjson.dumps(
             {"kind": "merge", "batch": batch_id, "record_id": record_id, "merge": merge._asdict()})))
         ids.append(record_id)
-    if pending.filings:
-        filed: dict[str, list[list[object]]] = {}
-        for filing in pending.filings:
-            filed.setdefault(filing.tenant, []).append(list(filing))
-        for tenant, filings in filed.items():  # one record a tenant: a resent snapshot files one each
-            record_id = f"{tenant}/filings/{batch_id}"
-            records.append(OutRecord(log, tenant, orjson.dumps(
-                {"kind": "filings", "batch": batch_id, "record_id": record_id, "tenant": tenant,
-                 "filings": filings})))
-            ids.append(record_id)
+    for tenant, filings in _filings_records(pending):
+        record_id = f"{tenant}/filings/{batch_id}/{len(ids)}"
+        records.append(OutRecord(log, tenant, orjson.dumps(
+            {"kind": "filings", "batch": batch_id, "record_id": record_id, "tenant": tenant, "filings": filings})))
+        ids.append(record_id)
     for tenant, entity_id in pending.placeholders:
         record_id = f"{tenant}/placeholder/{entity_id}"
         records.append(OutRecord(log, tenant, orjson.dumps(

@@ -109,6 +109,8 @@ class PendingLedger:
     """The batch's placeholders in the same two orders (index in ``placeholders``), for ``placeholders_near``."""
     _placeholders_by_suffix: list[tuple[str, str, int]] = field(default_factory=list)
     _placeholders_upto: int = 0
+    _revoked: set[tuple[str, str, str, str]] = field(default_factory=set)
+    """(tenant, system, record, version) of each version this batch revoked."""
 
     # -- writes -------------------------------------------------------------------------------
     def append(self, version: EdgeVersion) -> None:
@@ -154,6 +156,8 @@ class PendingLedger:
 
     def add_filing(self, filing: Filing) -> None:
         self.filings.append(filing)
+        if filing.revoked:
+            self._revoked.add((filing.tenant, filing.system, filing.record, filing.version or ""))
 
     def add_entity(self, entity: Entity) -> None:
         self.entities[(entity.tenant, entity.entity_id)] = entity
@@ -217,6 +221,10 @@ class PendingLedger:
             for edge_id in edge_ids
         ]
         return _still_believed(self._overlay(tenant, base, new_ids))
+
+    def version_revoked(self, tenant: str, system: str, record: str, version: str | None) -> bool:
+        return ((tenant, system, record, version or "") in self._revoked
+                or self.base.version_revoked(tenant, system, record, version))
 
     def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]:
         found = self.base.record_filings(tenant, system, record)

@@ -33,6 +33,10 @@ class LedgerReader(Protocol):
         transaction time."""
         ...
 
+    def version_revoked(self, tenant: str, system: str, record: str, version: str | None) -> bool:
+        """Whether a ``revoke_source`` ever named this version of the record."""
+        ...
+
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
 
     def alias_targets(self, tenant: str, normalised: str, known_at: int | None = None) -> list[str]:

@@ -20,7 +20,7 @@ from processors.matching import best_match, entity_type_of
 from processors.model import Direction, EdgeVersion
 from processors.ports import GraphReader, HistoryReader
 from processors.query_results import disposition, edge_out, fill_result, limits_dict
-from processors.statements import statements_of
+from processors.statements import RecordStatements
 from processors.traversal import (
     UNBOUNDED_HOPS,
     ExpansionBudgetSpent,
@@ -296,22 +296,29 @@ class QueryEngine:
         return HistoryResult(
             tenant=tenant, entity=entity, anchor=anchor, known_at=format_micros(known_at) or "",
             valid_at=format_micros(valid_at), rel=rel,
-            versions=[_with_statements(edge_out(v, known_at), v, known_at, store) for v in versions],
+            versions=_with_statements([(edge_out(v, known_at), v) for v in versions], known_at, store),
         )
 
 
-def _with_statements(out: EdgeVersionOut, version: EdgeVersion, known_at: int, store: HistoryReader) -> EdgeVersionOut:
-    """``out`` with the versions of its record that stated it, as known at ``known_at``."""
-    first = store.version(version.tenant, version.origin)
-    filings = [f for f in store.record_filings(version.tenant, version.authority, version.source_record or "")
-               if f.tx <= known_at]
-    out.stated_by = [
-        StatementOut(version=s.version, event_id=s.event_id, stated_at=format_micros(s.tx) or "",
-                     valid_from=format_micros(s.valid[0]), valid_to=format_micros(s.valid[1]),
-                     withdrawn_at=format_micros(s.withdrawn_at))
-        for s in statements_of(version, first.tx_from if first is not None else version.tx_from, filings)
-    ]
-    return out
+def _with_statements(versions: list[tuple[EdgeVersionOut, EdgeVersion]], known_at: int,
+                     store: HistoryReader) -> list[EdgeVersionOut]:
+    """Each version's result with the versions of its record that stated it, as known at ``known_at``
+    (a closed version: those before its closing). Each record's filings are read once."""
+    records: dict[tuple[str, str], RecordStatements] = {}
+    for out, version in versions:
+        record = (version.authority, version.source_record or "")
+        if record not in records:
+            records[record] = RecordStatements(
+                [f for f in store.record_filings(version.tenant, *record) if f.tx <= known_at])
+        first = store.version(version.tenant, version.origin)
+        out.stated_by = [
+            StatementOut(version=s.version, event_id=s.event_id, stated_at=format_micros(s.tx) or "",
+                         valid_from=format_micros(s.valid[0]), valid_to=format_micros(s.valid[1]),
+                         withdrawn_at=format_micros(s.withdrawn_at))
+            for s in records[record].of(version, first.tx_from if first is not None else version.tx_from,
+                                        until=version.closed_as_known_at(known_at))
+        ]
+    return [out for out, _ in versions]
 
 
 def _single(anchor: str, other: str, edge_id: str) -> Path:

@@ -2,7 +2,7 @@
 
 A fact's first statement is the provenance its pieces carry (record, version, event): it covers every
 piece of the fact, which all lie within the interval it asserted. A later version of the same record
-that asserts the fact again, unchanged, files a restatement (``Filing.restated``) of the fact's lineage
+that asserts the fact again unchanged files a restatement (``Filing.restated``) of the fact's lineage
 over the interval it asserted; a revocation of a version (``Filing.revoked``) withdraws every statement
 that version made before it. A piece is believed where some statement not withdrawn covers it, so
 revoking one version of a record leaves what its other versions state.
@@ -16,7 +16,8 @@ from typing import NamedTuple
 from processors.intervals import Interval, covered_parts, overlaps
 from processors.model import EdgeVersion, Filing
 
-_WHOLE: Interval = (None, None)
+Kept = list[tuple[EdgeVersion, list[Interval]]]
+"""Believed versions and the parts of each that are still stated."""
 
 
 class Statement(NamedTuple):
@@ -29,40 +30,36 @@ class Statement(NamedTuple):
     withdrawn_at: int | None
 
 
-def statements_of(piece: EdgeVersion, first_tx: int, filings: list[Filing]) -> list[Statement]:
-    """Every statement of ``piece`` by its record, oldest first, with when each was withdrawn (if it was):
-    ``first_tx`` is when the fact was first stated (its lineage's ``tx_from``), ``filings`` the record's."""
-    whole = (piece.valid_from, piece.valid_to)
-    revocations = [(filing.version, filing.tx) for filing in filings if filing.revoked]
+class RecordStatements:
+    """One record's filings, indexed once: its restatements by lineage, its revocations by version."""
 
-    def withdrawn(version: str | None, stated_at: int) -> int | None:
-        return min((at for revoked, at in revocations if revoked == version and at > stated_at), default=None)
+    def __init__(self, filings: list[Filing]) -> None:
+        self.restated: dict[str, list[tuple[Filing, Interval]]] = {}
+        self.revocations: dict[str | None, list[int]] = {}
+        for filing in filings:
+            if filing.revoked:
+                self.revocations.setdefault(filing.version, []).append(filing.tx)
+            for lineage, valid_from, valid_to in filing.restated:
+                self.restated.setdefault(lineage, []).append((filing, (valid_from, valid_to)))
 
-    first = piece.source_version
-    found = [Statement(first, piece.event_id, first_tx, whole, withdrawn(first, first_tx))]
-    for filing in filings:
-        for lineage, valid_from, valid_to in filing.restated:
-            if lineage == piece.origin and overlaps((valid_from, valid_to), whole):
-                part = covered_parts(whole, [(valid_from, valid_to)])[0]
-                found.append(Statement(filing.version, filing.event_id, filing.tx, part,
-                                       withdrawn(filing.version, filing.tx)))
-    return found
+    def withdrawn(self, version: str | None, stated_at: int, until: int | None = None) -> int | None:
+        """When a statement ``version`` made at ``stated_at`` was withdrawn: its first revocation after
+        (before ``until``, when given)."""
+        return min((at for at in self.revocations.get(version, ())
+                    if at > stated_at and (until is None or at < until)), default=None)
 
-
-def left_after_revoking(piece: EdgeVersion, first_tx: int, filings: list[Filing], version: str | None,
-                        tx: int) -> list[Interval] | None:
-    """The parts of ``piece`` still stated once ``version`` of its record is revoked at ``tx``; None when
-    that version states no part of it (the piece is not the revocation's business)."""
-    statements = statements_of(piece, first_tx, [*filings, Filing(piece.tenant, piece.authority,
-                                                                 piece.source_record or "", tx, version, "",
-                                                                 revoked=True)])
-    if not any(s.version == version and s.withdrawn_at == tx for s in statements):
-        return None
-    return covered_parts((piece.valid_from, piece.valid_to), [s.valid for s in statements if s.withdrawn_at is None])
-
-
-Kept = list[tuple[EdgeVersion, list[Interval]]]
-"""Believed versions and the parts of each that are still stated."""
+    def of(self, piece: EdgeVersion, first_tx: int, until: int | None = None) -> list[Statement]:
+        """Every statement of ``piece`` by its record, oldest first, with when each was withdrawn:
+        ``first_tx`` is when the fact was first stated (its lineage's ``tx_from``); with ``until`` (a
+        closed version's ``tx_to``), only what was filed before it."""
+        whole = (piece.valid_from, piece.valid_to)
+        first = piece.source_version
+        found = [Statement(first, piece.event_id, first_tx, whole, self.withdrawn(first, first_tx, until))]
+        for filing, stated in self.restated.get(piece.origin, ()):
+            if overlaps(stated, whole) and (until is None or filing.tx < until):
+                found.append(Statement(filing.version, filing.event_id, filing.tx, covered_parts(whole, [stated])[0],
+                                       self.withdrawn(filing.version, filing.tx, until)))
+        return found
 
 
 def revoke_version(pieces: list[EdgeVersion], version: str | None, tx: int, filings_of: Callable[[str], list[Filing]],
@@ -71,15 +68,21 @@ def revoke_version(pieces: list[EdgeVersion], version: str | None, tx: int, fili
     loses some part, with the parts it keeps; the records that version stated something of, for which
     the revocation is filed). ``filings_of`` reads a record's filings, ``first_tx_of`` a piece's lineage's
     first ``tx_from``."""
+    indexed: dict[str, RecordStatements] = {}
     changed: Kept = []
     records: list[str] = []
     for piece in pieces:
         record = piece.source_record or ""
-        left = left_after_revoking(piece, first_tx_of(piece), filings_of(record), version, tx)
-        if left is None:
-            continue
+        if record not in indexed:
+            revocation = Filing(piece.tenant, piece.authority, record, tx, version, "", revoked=True)
+            indexed[record] = RecordStatements([*filings_of(record), revocation])
+        statements = indexed[record].of(piece, first_tx_of(piece))
+        if not any(s.version == version and s.withdrawn_at == tx for s in statements):
+            continue  # that version states no part of it, or stated it only before an earlier revocation
         if record not in records:
             records.append(record)
-        if left != [(piece.valid_from, piece.valid_to)]:
+        whole = (piece.valid_from, piece.valid_to)
+        left = covered_parts(whole, [s.valid for s in statements if s.withdrawn_at is None])
+        if left != [whole]:
             changed.append((piece, left))
     return changed, records

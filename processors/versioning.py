@@ -95,7 +95,7 @@ class Versioner:
         """Facts this event asserted whose origin version a later assertion of it discarded (their origin
         ids): ``finish`` gives each a surviving piece as origin. Noted as it happens (rarely) rather than
         found again in ``finish``, which would walk every event's appended versions."""
-        self._restated: list[tuple[str, int | None, int | None]] = []
+        self._restated: dict[tuple[str, int | None, int | None], None] = {}
         """(lineage, valid_from, valid_to) of each believed fact this event's record stated again at
         another version: ``finish`` files them (``Filing``), so that revoking one version keeps the rest."""
         self._restating: Provenance | None = None
@@ -193,10 +193,14 @@ class Versioner:
         self._appended += appended
 
     def _restate(self, lineage: str, fact: Fact, provenance: Provenance) -> None:
-        entry = (lineage, fact.valid_from, fact.valid_to)
-        if entry not in self._restated:
-            self._restated.append(entry)
+        self._restated[(lineage, fact.valid_from, fact.valid_to)] = None
         self._restating = provenance
+
+    def _revoked(self, provenance: Provenance) -> bool:
+        """Whether the version was revoked: its statements from before are withdrawn, so saying the
+        fact again is a statement of its own."""
+        return self.ledger.version_revoked(self.tenant, provenance.authority, provenance.record or "",
+                                           provenance.version)
 
     def finish(self, cause: str) -> None:
         """File what the event's record stated again, and emit the event's conflicts and its correction:
@@ -241,7 +245,8 @@ class Versioner:
         unsaid = [fact.interval]
         for old in believed:
             if _says(old, fact, provenance):
-                if old.source_version != provenance.version and overlaps((old.valid_from, old.valid_to), fact.interval):
+                if overlaps((old.valid_from, old.valid_to), fact.interval) and (
+                        old.source_version != provenance.version or self._revoked(provenance)):
                     self._restate(old.origin, fact, provenance)
                 unsaid = [part for piece in unsaid for part in subtract(piece, (old.valid_from, old.valid_to))]
             else:

@@ -56,6 +56,8 @@ class StoreReads:
         self._merges: dict[str, tuple[Merge, ...]] = {}
         self._identities: dict[str, IdentityTimeline] = {}
         self._placeholders: dict[str, bool] = {}
+        self._revoked: dict[str, set[tuple[str, str, str]]] = {}
+        """A tenant's revoked (system, record, version)s: few, read whole once."""
 
     def close(self) -> None:
         self.kv.close()
@@ -139,9 +141,17 @@ class StoreReads:
         return self._scan_versions(b"B" + (pack(tenant, system) if record is None else pack(tenant, system, record)))
 
     def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]:
-        prefix = b"F" + pack(tenant, system, record)
+        prefix = b"O" + pack(tenant, "f", system, record)
         return [codec.decode_filing(tenant, system, record, int(unpack(key[len(prefix):])[0]), value)
                 for key, value in self.kv.scan(prefix)]
+
+    def version_revoked(self, tenant: str, system: str, record: str, version: str | None) -> bool:
+        revoked = self._revoked.get(tenant)
+        if revoked is None:
+            revoked = self._revoked[tenant] = {
+                (str(parts[2]), str(parts[3]), str(parts[4])) for parts in
+                (unpack(key[1:]) for key, _ in self.kv.scan(b"O" + pack(tenant, "r")))}
+        return (system, record, version or "") in revoked
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         key = (tenant, entity_id)
@@ -225,7 +235,7 @@ class StoreReads:
     def _drop_caches(self) -> None:
         """Forget every read cache (a batch that failed to commit may have updated one): reads refill them."""
         for cache in (self._entities, self._aliases, self._believed_out, self._too_wide, self._merges,
-                      self._identities, self._placeholders):
+                      self._identities, self._placeholders, self._revoked):
             cache.clear()
 
     def _remember(self, cache: dict, key: tuple[str, ...], value: object) -> None:

@@ -128,6 +128,10 @@ class LedgerStore(StoreReads):
                     self._identities[tenant] = timeline.extended(self._merges[tenant], now)
         for tenant, _ in pending.placeholders:
             self._placeholders[tenant] = True
+        for filing in pending.filings:
+            revoked = self._revoked.get(filing.tenant)
+            if filing.revoked and revoked is not None:
+                revoked.add((filing.system, filing.record, filing.version or ""))
 
     def _keep_believed(self, version: EdgeVersion) -> None:
         """Keep a cached believed-out entry exact: a believed version enters it, a closed one leaves."""
@@ -238,8 +242,11 @@ class LedgerStore(StoreReads):
             for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare
                 puts.append((b"Q" + pack(merge.tenant, "e", entity_id, merge.merge_id), INDEX))
         for filing in pending.filings:
-            key = b"F" + pack(filing.tenant, filing.system, filing.record) + encode_int(filing.tx)
+            key = b"O" + pack(filing.tenant, "f", filing.system, filing.record) + encode_int(filing.tx)
             puts.append((key, codec.encode_filing(filing)))
+            if filing.revoked:  # the few revoked versions, read whole by ``version_revoked``
+                puts.append((b"O" + pack(filing.tenant, "r", filing.system, filing.record, filing.version or ""),
+                             str(filing.tx).encode()))
         for tenant, entity_id in pending.placeholders:
             ordered, entity_type = sort_key(placeholder_name(entity_id)), entity_type_of(entity_id)
             row = entity_id.encode()  # the value a lookup reads, not the key (no key decoded)

@@ -71,7 +71,8 @@ def _stated_by(version: EdgeVersionOut) -> str:
     if len(stated) < 2 and not any(s.withdrawn_at for s in stated):
         return ""
     return "  stated by " + ", ".join(
-        f"{s.version}" + (f" (revoked {s.withdrawn_at})" if s.withdrawn_at else "") for s in stated)
+        (repr(s.version) if s.version is not None else "(no version)")
+        + (f" (revoked {s.withdrawn_at})" if s.withdrawn_at else "") for s in stated)
 
 
 def review_dict(item: ReviewItem) -> dict[str, object]:

@@ -120,3 +120,28 @@ def ledger_micros(text: str) -> int:
     from schemas.times import parse_micros
 
     return parse_micros(text)
+
+
+def test_a_version_saying_a_fact_again_after_its_revocation_makes_a_statement_of_its_own(ledger: Ledger) -> None:
+    """v1 made the fact and is revoked (v2 keeps it); v1 then says it again: revoking v2 leaves v1's new word."""
+    two_versions(ledger)
+    ledger.send(revoke_source(ledger, "svc/a", "v1", "rs-1"))
+    ledger.change("cmdb", "svc/a", mode="snapshot", version="v1").asserts(A, "depends_on", B, "2025-01-01").send()
+    ledger.send(revoke_source(ledger, "svc/a", "v2", "rs-2"))
+    assert [dst for dst, _, _ in stated(ledger)] == [B]
+    ledger.send(revoke_source(ledger, "svc/a", "v1", "rs-3"))
+    assert stated(ledger) == []
+
+
+def test_a_closed_versions_statements_are_those_filed_while_it_was_believed() -> None:
+    from processors.model import EdgeVersion, Filing
+    from processors.statements import RecordStatements
+
+    piece = EdgeVersion("e1", "acme", A, "depends_on", B, None, None, 10, 20, "cmdb", "svc/a", "v1", "", 1.0, "e1",
+                        (), "ev-1", None)
+    filings = [Filing("acme", "cmdb", "svc/a", 15, "v2", "ev-2", (("e1", None, None),)),
+               Filing("acme", "cmdb", "svc/a", 25, "v3", "ev-3", (("e1", None, None),)),
+               Filing("acme", "cmdb", "svc/a", 30, "v1", "ev-4", revoked=True)]
+    statements = RecordStatements(filings)
+    assert [(s.version, s.withdrawn_at) for s in statements.of(piece, 10)] == [("v1", 30), ("v2", None), ("v3", None)]
+    assert [(s.version, s.withdrawn_at) for s in statements.of(piece, 10, until=20)] == [("v1", None), ("v2", None)]

@@ -657,9 +657,27 @@ def test_a_replica_knows_which_versions_of_a_record_state_a_fact() -> None:
     store, log = _logged_load([change("c-1", "v1"), change("c-2", "v2"), revoke("r-1", "v1")])
     rebuilt = LedgerStore(MemoryKV())
     Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), {})
-    assert sorted(rebuilt.kv.scan(b"F")) == sorted(store.kv.scan(b"F")) and len(list(store.kv.scan(b"F"))) == 2
+    assert sorted(rebuilt.kv.scan(b"O")) == sorted(store.kv.scan(b"O")) and len(list(store.kv.scan(b"O"))) == 3
     for kv in (store.kv, rebuilt.kv):
         ledger = Ledger(kv=kv)
         assert len(ledger.believed("Service:cmdb:A", "depends_on")) == 1, "v2 still states it"
         ledger.send(revoke("r-2", "v2").decode())
         assert ledger.believed("Service:cmdb:A", "depends_on") == []
+
+
+def test_a_batch_that_filed_many_facts_sends_them_in_several_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    from processors import outbox
+    from processors.model import Filing
+
+    monkeypatch.setattr(outbox, "FILED_FACTS_PER_RECORD", 2)
+    pending = PendingLedger(LedgerStore(MemoryKV()))
+    for tx, facts in ((5, 1), (6, 2), (7, 1)):
+        pending.add_filing(Filing("acme", "cmdb", "svc/a", tx, f"v{tx}", f"ev-{tx}",
+                                  tuple((f"e{n}", None, None) for n in range(facts))))
+    records = [orjson.loads(r.value) for r in outbox_for(pending, [], {("in", 0): 1}, "b-1", log_partitions=1)
+               if r.topic == "edge-versions"]
+    parts = [[f[3] for f in r["filings"]] for r in records if r["kind"] == "filings"]
+    assert parts == [[5], [6], [7]]
+    rebuilt = LedgerStore(MemoryKV())
+    Replay(rebuilt).feed([orjson.dumps(r) for r in records], lambda held: rebuilt.commit(held), {})
+    assert [f.tx for f in rebuilt.record_filings("acme", "cmdb", "svc/a")] == [5, 6, 7]
