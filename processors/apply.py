@@ -16,6 +16,7 @@ from processors.identity_map import (
     split,
     split_refusal,
 )
+from processors.intervals import Interval
 from processors.matching import entity_type_of
 from processors.model import (
     Decision,
@@ -29,7 +30,7 @@ from processors.model import (
     fields_of,
 )
 from processors.pending import PendingLedger
-from processors.statements import revoke_version
+from processors.statements import Statement, StatementIndex, withdrawing
 from processors.versioning import WORDED, Fact, Provenance, Versioner
 from processors.vocabulary import Vocabulary
 from schemas.events import (
@@ -74,7 +75,7 @@ def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocab
             fact = [v for v in ledger.believed_edge(event.tenant, version.src, version.rel, version.dst)
                     if v.origin == version.origin]
             versioner = Versioner(ledger, vocabulary, event.tenant, event.event_id, tx)
-            versioner.revoke(fact, "revoke")
+            versioner.revoke_fact(fact, version)
             versioner.finish("revoke")
         case RevokeSourceEvent():
             _apply_revoke_source(event, ledger, tx, vocabulary)
@@ -117,25 +118,42 @@ def apply_event(event: object, ledger: PendingLedger, tx: int, vocabulary: Vocab
 
 
 def _apply_revoke_source(event: RevokeSourceEvent, ledger: PendingLedger, tx: int, vocabulary: Vocabulary) -> None:
-    """A source, a record or one version of a record was wrong. Without a version every piece it stated
-    ends; with one, only that version's statements are withdrawn, and a piece ends where no other
-    version of its record states it (``processors.statements``)."""
+    """A source, a record or one version of a record was wrong: what it stated is withdrawn, and a piece
+    ends where no other statement (another version or another record of the source) still states it
+    (``processors.statements``). The revocation is filed for each record it withdrew statements of."""
     tenant, source = event.tenant, event.source
-    pieces = ledger.believed_by_source(tenant, source.system, source.record)
+    system, record, version = source.system, source.record, source.version
     versioner = Versioner(ledger, vocabulary, tenant, event.event_id, tx)
-    if source.version is None:
-        versioner.revoke(pieces, "revoke_source")
-    else:
-        def first_tx(piece: EdgeVersion) -> int:
-            first = ledger.version(tenant, piece.origin)
-            return first.tx_from if first is not None else piece.tx_from
+    pieces = ledger.believed_by_source(tenant, system, record)
+    if record is None and version is None:
+        versioner.revoke(pieces, "revoke_source")  # the whole source: none of its records states anything
+        versioner.finish("revoke_source")
+        return
+    if record is not None:
+        pieces += joined_pieces(ledger, tenant, system, record)
 
-        changed, records = revoke_version(
-            pieces, source.version, tx, lambda record: ledger.record_filings(tenant, source.system, record), first_tx)
-        versioner.withdraw(changed, "revoke_source")
-        for record in records:
-            ledger.add_filing(Filing(tenant, source.system, record, tx, source.version, event.event_id, revoked=True))
+    def withdrawn(statement: Statement) -> Interval | None:
+        named = (record is None or statement.record == record) and (version is None or statement.version == version)
+        return None if named else statement.valid
+
+    changed, touched = withdrawing(pieces, StatementIndex(ledger, tenant), withdrawn)
+    versioner.withdraw(changed, "revoke_source")
+    for of_record in dict.fromkeys(of_record for _, of_record in touched):
+        ledger.add_filing(Filing(tenant, system, of_record, tx, version, event.event_id, revoked=True))
     versioner.finish("revoke_source")
+
+
+def joined_pieces(ledger: PendingLedger, tenant: str, system: str, record: str) -> list[EdgeVersion]:
+    """The believed pieces of the facts ``record`` joined: another record of ``system`` made them."""
+    found: dict[str, EdgeVersion] = {}
+    for lineage in ledger.record_joins(tenant, system, record):
+        first = ledger.version(tenant, lineage)
+        if first is None:
+            continue
+        for piece in ledger.believed_edge(tenant, first.src, first.rel, first.dst):
+            if piece.origin == lineage and piece.source_record != record:
+                found[piece.edge_id] = piece
+    return list(found.values())
 
 
 def _apply_merge(event: MergeCommand, ledger: PendingLedger, tx: int) -> None:
@@ -242,6 +260,8 @@ def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary
         assert record is not None
         asserted = {_logical(stated.src, stated.rel, stated.dst, stated.phrase) for stated in assertions}
         says_now = ledger.believed_from_record(tenant, provenance.authority, record)
+        if ledger.record_joins(tenant, provenance.authority, record):
+            says_now += _still_joined(ledger, tenant, provenance.authority, record)
         omitted = {_logical(v.src, v.rel, v.dst, v.phrase) for v in says_now} - asserted
         effective_at = stated_event["effective_at"]
         effective = micros_of(effective_at) if effective_at else detected_at
@@ -253,6 +273,13 @@ def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary
     for stated in assertions:
         versioner.assert_fact(stated.fact(), provenance)
     versioner.finish("change")
+
+
+def _still_joined(ledger: PendingLedger, tenant: str, system: str, record: str) -> list[EdgeVersion]:
+    """The pieces of other records' facts that ``record`` joined and still states some part of."""
+    index = StatementIndex(ledger, tenant)
+    return [piece for piece in joined_pieces(ledger, tenant, system, record)
+            if any(s.record == record and s.valid is not None and s.withdrawn_at is None for s in index.of(piece))]
 
 
 def _stated(resolver: MentionResolver, item: Assertion | Retraction, asserted: bool) -> _Stated:

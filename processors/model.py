@@ -111,9 +111,12 @@ class AliasEntry(NamedTuple):
 class Filing(NamedTuple):
     """What one event filed about a source record's statements: the facts a version of the record stated
     again (``restated``: each fact's lineage, the ``origin`` its pieces share, with the valid interval
-    the version stated), or that the version was revoked (``revoked``: every statement it made before
-    ``tx`` is withdrawn). A fact's first statement is its versions' own provenance; a filing adds the
-    record's later versions, so revoking one version leaves what the others still state."""
+    the version stated; ``joined``: those of them another record of the source first stated), that the
+    version was revoked (``revoked``: every statement it made before ``tx`` is withdrawn; with no
+    version, every version's), or that the record stopped stating facts (``ended``: lineage and the
+    valid time from which its statements made before ``tx`` no longer hold). A fact's first statement is
+    its versions' own provenance; filings add every other statement, so withdrawing one leaves what the
+    others still state."""
 
     tenant: str
     system: str
@@ -123,6 +126,8 @@ class Filing(NamedTuple):
     event_id: str
     restated: tuple[tuple[str, int | None, int | None], ...] = ()
     revoked: bool = False
+    joined: tuple[str, ...] = ()
+    ended: tuple[tuple[str, int | None], ...] = ()
 
 
 class Merge(NamedTuple):

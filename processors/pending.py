@@ -109,8 +109,12 @@ class PendingLedger:
     """The batch's placeholders in the same two orders (index in ``placeholders``), for ``placeholders_near``."""
     _placeholders_by_suffix: list[tuple[str, str, int]] = field(default_factory=list)
     _placeholders_upto: int = 0
-    _revoked: set[tuple[str, str, str, str]] = field(default_factory=set)
-    """(tenant, system, record, version) of each version this batch revoked."""
+    _revoked: set[tuple[str, str, str, str | None]] = field(default_factory=set)
+    """(tenant, system, record, version) of each version this batch revoked (None: the whole record)."""
+    _joins_by_lineage: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    """The batch's joins (``Filing.joined``): records by (tenant, lineage), lineages by (tenant, system,
+    record)."""
+    _joins_by_record: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
 
     # -- writes -------------------------------------------------------------------------------
     def append(self, version: EdgeVersion) -> None:
@@ -157,7 +161,10 @@ class PendingLedger:
     def add_filing(self, filing: Filing) -> None:
         self.filings.append(filing)
         if filing.revoked:
-            self._revoked.add((filing.tenant, filing.system, filing.record, filing.version or ""))
+            self._revoked.add((filing.tenant, filing.system, filing.record, filing.version))
+        for lineage in filing.joined:
+            self._joins_by_lineage.setdefault((filing.tenant, lineage), []).append(filing.record)
+            self._joins_by_record.setdefault((filing.tenant, filing.system, filing.record), []).append(lineage)
 
     def add_entity(self, entity: Entity) -> None:
         self.entities[(entity.tenant, entity.entity_id)] = entity
@@ -223,8 +230,20 @@ class PendingLedger:
         return _still_believed(self._overlay(tenant, base, new_ids))
 
     def version_revoked(self, tenant: str, system: str, record: str, version: str | None) -> bool:
-        return ((tenant, system, record, version or "") in self._revoked
+        return ((tenant, system, record, version) in self._revoked or (tenant, system, record, None) in self._revoked
                 or self.base.version_revoked(tenant, system, record, version))
+
+    def lineage_joins(self, tenant: str, lineage: str) -> list[str]:
+        found = self.base.lineage_joins(tenant, lineage)
+        if self._joins_by_lineage:
+            found = list(dict.fromkeys([*found, *self._joins_by_lineage.get((tenant, lineage), ())]))
+        return found
+
+    def record_joins(self, tenant: str, system: str, record: str) -> list[str]:
+        found = self.base.record_joins(tenant, system, record)
+        if self._joins_by_record:
+            found = list(dict.fromkeys([*found, *self._joins_by_record.get((tenant, system, record), ())]))
+        return found
 
     def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]:
         found = self.base.record_filings(tenant, system, record)

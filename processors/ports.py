@@ -34,7 +34,15 @@ class LedgerReader(Protocol):
         ...
 
     def version_revoked(self, tenant: str, system: str, record: str, version: str | None) -> bool:
-        """Whether a ``revoke_source`` ever named this version of the record."""
+        """Whether a ``revoke_source`` ever named this version of the record (or the whole record)."""
+        ...
+
+    def lineage_joins(self, tenant: str, lineage: str) -> list[str]:
+        """The records, besides the one that made it, that stated the fact (``Filing.joined``)."""
+        ...
+
+    def record_joins(self, tenant: str, system: str, record: str) -> list[str]:
+        """The lineages of the facts of other records of ``system`` that ``record`` stated too."""
         ...
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None: ...
@@ -121,13 +129,19 @@ class GraphReader(Protocol):
                    known_at: int | None = None) -> list[Candidate]: ...
 
 
-class HistoryReader(Protocol):
-    """What ``history`` reads beside anchors: every version at a node, and what its record filed since."""
-
-    def adjacent_any(self, tenant: str, node: str) -> Iterable[EdgeVersion]:
-        """Every version at ``node``, any relationship, both directions."""
-        ...
+class StatementReader(Protocol):
+    """What finding a piece's statements reads (``processors.statements``)."""
 
     def version(self, tenant: str, edge_id: str) -> EdgeVersion | None: ...
 
     def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]: ...
+
+    def lineage_joins(self, tenant: str, lineage: str) -> list[str]: ...
+
+
+class HistoryReader(StatementReader, Protocol):
+    """What ``history`` reads beside anchors: every version at a node, and what was filed of it."""
+
+    def adjacent_any(self, tenant: str, node: str) -> Iterable[EdgeVersion]:
+        """Every version at ``node``, any relationship, both directions."""
+        ...

@@ -17,10 +17,10 @@ from typing import Literal
 from processors.identity import normalise_name
 from processors.identity_map import IDENTITY_READ, canonical_ids
 from processors.matching import best_match, entity_type_of
-from processors.model import Direction, EdgeVersion
+from processors.model import Direction, EdgeVersion, Filing
 from processors.ports import GraphReader, HistoryReader
 from processors.query_results import disposition, edge_out, fill_result, limits_dict
-from processors.statements import RecordStatements
+from processors.statements import StatementIndex
 from processors.traversal import (
     UNBOUNDED_HOPS,
     ExpansionBudgetSpent,
@@ -302,23 +302,37 @@ class QueryEngine:
 
 def _with_statements(versions: list[tuple[EdgeVersionOut, EdgeVersion]], known_at: int,
                      store: HistoryReader) -> list[EdgeVersionOut]:
-    """Each version's result with the versions of its record that stated it, as known at ``known_at``
-    (a closed version: those before its closing). Each record's filings are read once."""
-    records: dict[tuple[str, str], RecordStatements] = {}
+    """Each version's result with every statement of it, as known at ``known_at`` (a closed version:
+    those filed before its closing). Each record's filings are read once."""
+    index = StatementIndex(_KnownAt(store, known_at), versions[0][1].tenant) if versions else None
     for out, version in versions:
-        record = (version.authority, version.source_record or "")
-        if record not in records:
-            records[record] = RecordStatements(
-                [f for f in store.record_filings(version.tenant, *record) if f.tx <= known_at])
-        first = store.version(version.tenant, version.origin)
+        assert index is not None
         out.stated_by = [
-            StatementOut(version=s.version, event_id=s.event_id, stated_at=format_micros(s.tx) or "",
-                         valid_from=format_micros(s.valid[0]), valid_to=format_micros(s.valid[1]),
-                         withdrawn_at=format_micros(s.withdrawn_at))
-            for s in records[record].of(version, first.tx_from if first is not None else version.tx_from,
-                                        until=version.closed_as_known_at(known_at))
+            StatementOut(record=s.record or None, version=s.version, event_id=s.event_id,
+                         stated_at=format_micros(s.tx) or "",
+                         valid_from=format_micros(s.valid[0]) if s.valid else None,
+                         valid_to=format_micros(s.valid[1]) if s.valid else None,
+                         ended=s.valid is None, withdrawn_at=format_micros(s.withdrawn_at))
+            for s in index.of(version, until=version.closed_as_known_at(known_at))
         ]
     return [out for out, _ in versions]
+
+
+class _KnownAt:
+    """A history reader showing only what was filed by ``known_at``."""
+
+    def __init__(self, store: HistoryReader, known_at: int) -> None:
+        self.store = store
+        self.known_at = known_at
+
+    def version(self, tenant: str, edge_id: str) -> EdgeVersion | None:
+        return self.store.version(tenant, edge_id)
+
+    def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]:
+        return [f for f in self.store.record_filings(tenant, system, record) if f.tx <= self.known_at]
+
+    def lineage_joins(self, tenant: str, lineage: str) -> list[str]:
+        return self.store.lineage_joins(tenant, lineage)
 
 
 def _single(anchor: str, other: str, edge_id: str) -> Path:

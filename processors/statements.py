@@ -1,11 +1,12 @@
-"""Which versions of a source record state a believed piece, and what is left of it when one is revoked.
+"""Who states a believed piece, and what is left of it when a statement is withdrawn.
 
 A fact's first statement is the provenance its pieces carry (record, version, event): it covers every
-piece of the fact, which all lie within the interval it asserted. A later version of the same record
-that asserts the fact again unchanged files a restatement (``Filing.restated``) of the fact's lineage
-over the interval it asserted; a revocation of a version (``Filing.revoked``) withdraws every statement
-that version made before it. A piece is believed where some statement not withdrawn covers it, so
-revoking one version of a record leaves what its other versions state.
+piece of the fact, which all lie within the interval it asserted. Every other statement is filed
+(``Filing``): a later version of the same record asserting the fact again unchanged, or another record
+of the same source asserting the same edge (it *joins* the fact), each over the interval it asserted.
+A revocation withdraws what a version (or every version) of a record stated before it; a snapshot that
+omits the edge ends what its record stated from the snapshot's effective time. A piece is believed
+where some statement still holds, so withdrawing one leaves what the others state.
 """
 
 from __future__ import annotations
@@ -15,74 +16,126 @@ from typing import NamedTuple
 
 from processors.intervals import Interval, covered_parts, overlaps
 from processors.model import EdgeVersion, Filing
+from processors.ports import StatementReader
 
 Kept = list[tuple[EdgeVersion, list[Interval]]]
 """Believed versions and the parts of each that are still stated."""
 
 
 class Statement(NamedTuple):
-    """One version of the record stating (part of) a piece: ``valid`` is the part it states."""
+    """One statement of (part of) a piece: ``valid`` is the part it states, None once nothing is left."""
 
+    record: str
     version: str | None
     event_id: str
     tx: int
-    valid: Interval
+    valid: Interval | None
     withdrawn_at: int | None
 
 
 class RecordStatements:
-    """One record's filings, indexed once: its restatements by lineage, its revocations by version."""
+    """One record's filings, indexed once: restatements and ends by lineage, revocations by version."""
 
-    def __init__(self, filings: list[Filing]) -> None:
+    def __init__(self, record: str, filings: list[Filing]) -> None:
+        self.record = record
         self.restated: dict[str, list[tuple[Filing, Interval]]] = {}
         self.revocations: dict[str | None, list[int]] = {}
+        self.ended: dict[str, list[tuple[int, int | None]]] = {}
         for filing in filings:
             if filing.revoked:
                 self.revocations.setdefault(filing.version, []).append(filing.tx)
             for lineage, valid_from, valid_to in filing.restated:
                 self.restated.setdefault(lineage, []).append((filing, (valid_from, valid_to)))
+            for lineage, stopped_at in filing.ended:
+                self.ended.setdefault(lineage, []).append((filing.tx, stopped_at))
 
     def withdrawn(self, version: str | None, stated_at: int, until: int | None = None) -> int | None:
-        """When a statement ``version`` made at ``stated_at`` was withdrawn: its first revocation after
-        (before ``until``, when given)."""
-        return min((at for at in self.revocations.get(version, ())
-                    if at > stated_at and (until is None or at < until)), default=None)
+        """When a statement by ``version`` made at ``stated_at`` was withdrawn: the first revocation of
+        that version, or of every version, after it (before ``until``, when given)."""
+        revoked = [*self.revocations.get(version, ()), *(self.revocations.get(None, ()) if version is not None else ())]
+        return min((at for at in revoked if at > stated_at and (until is None or at < until)), default=None)
+
+    def _cut(self, lineage: str, stated_at: int, valid: Interval, until: int | None) -> Interval | None:
+        """What is left of a statement made at ``stated_at`` once the record's later ends cut it."""
+        for at, stopped_at in self.ended.get(lineage, ()):
+            if at > stated_at and (until is None or at < until):
+                if stopped_at is None or (valid[0] is not None and valid[0] >= stopped_at):
+                    return None
+                if valid[1] is None or valid[1] > stopped_at:
+                    valid = (valid[0], stopped_at)
+        return valid
 
     def of(self, piece: EdgeVersion, first_tx: int, until: int | None = None) -> list[Statement]:
-        """Every statement of ``piece`` by its record, oldest first, with when each was withdrawn:
-        ``first_tx`` is when the fact was first stated (its lineage's ``tx_from``); with ``until`` (a
+        """This record's statements of ``piece``, oldest first: its first statement when the record made
+        the fact (``first_tx``: when, the lineage's ``tx_from``), then what it filed; with ``until`` (a
         closed version's ``tx_to``), only what was filed before it."""
         whole = (piece.valid_from, piece.valid_to)
-        first = piece.source_version
-        found = [Statement(first, piece.event_id, first_tx, whole, self.withdrawn(first, first_tx, until))]
+        found: list[Statement] = []
+        if (piece.source_record or "") == self.record:
+            first = piece.source_version
+            found.append(self._statement(piece.origin, first, piece.event_id, first_tx, whole, whole, until))
         for filing, stated in self.restated.get(piece.origin, ()):
             if overlaps(stated, whole) and (until is None or filing.tx < until):
-                found.append(Statement(filing.version, filing.event_id, filing.tx, covered_parts(whole, [stated])[0],
-                                       self.withdrawn(filing.version, filing.tx, until)))
+                found.append(self._statement(piece.origin, filing.version, filing.event_id, filing.tx, stated,
+                                             whole, until))
         return found
 
+    def _statement(self, lineage: str, version: str | None, event_id: str, tx: int, stated: Interval,
+                   whole: Interval, until: int | None) -> Statement:
+        cut = self._cut(lineage, tx, stated, until)
+        valid = covered_parts(whole, [cut])[0] if cut is not None and overlaps(cut, whole) else None
+        return Statement(self.record, version, event_id, tx, valid, self.withdrawn(version, tx, until))
 
-def revoke_version(pieces: list[EdgeVersion], version: str | None, tx: int, filings_of: Callable[[str], list[Filing]],
-                   first_tx_of: Callable[[EdgeVersion], int]) -> tuple[Kept, list[str]]:
-    """What revoking ``version`` at ``tx`` does to the believed ``pieces`` of a source: (each piece that
-    loses some part, with the parts it keeps; the records that version stated something of, for which
-    the revocation is filed). ``filings_of`` reads a record's filings, ``first_tx_of`` a piece's lineage's
-    first ``tx_from``."""
-    indexed: dict[str, RecordStatements] = {}
+
+class StatementIndex:
+    """The statements of pieces, by every record that states them; each record's filings read once."""
+
+    def __init__(self, ledger: StatementReader, tenant: str) -> None:
+        self.ledger = ledger
+        self.tenant = tenant
+        self._records: dict[tuple[str, str], RecordStatements] = {}
+
+    def record(self, system: str, record: str) -> RecordStatements:
+        key = (system, record)
+        if key not in self._records:
+            self._records[key] = RecordStatements(record, self.ledger.record_filings(self.tenant, system, record))
+        return self._records[key]
+
+    def records_of(self, piece: EdgeVersion) -> list[str]:
+        """The records that state or stated the piece: the one that made it, then those that joined it."""
+        first = piece.source_record or ""
+        return [first, *(r for r in self.ledger.lineage_joins(self.tenant, piece.origin) if r != first)]
+
+    def of(self, piece: EdgeVersion, until: int | None = None) -> list[Statement]:
+        origin = self.ledger.version(self.tenant, piece.origin)
+        first_tx = origin.tx_from if origin is not None else piece.tx_from
+        return [s for record in self.records_of(piece)
+                for s in self.record(piece.authority, record).of(piece, first_tx, until)]
+
+
+def still_stated(piece: EdgeVersion, statements: list[Statement]) -> list[Interval]:
+    """The parts of ``piece`` some statement still states."""
+    return covered_parts((piece.valid_from, piece.valid_to),
+                         [s.valid for s in statements if s.withdrawn_at is None and s.valid is not None])
+
+
+def withdrawing(pieces: list[EdgeVersion], index: StatementIndex,
+                change: Callable[[Statement], Interval | None]) -> tuple[Kept, list[tuple[EdgeVersion, str]]]:
+    """What withdrawing statements does to believed ``pieces``: ``change`` gives what is left of each
+    statement it touches (None: nothing) and the statement itself otherwise. Returns each piece that
+    loses some part, with the parts it keeps, and (piece, record) for each record whose statements of
+    a piece it changed."""
     changed: Kept = []
-    records: list[str] = []
+    touched: list[tuple[EdgeVersion, str]] = []
     for piece in pieces:
-        record = piece.source_record or ""
-        if record not in indexed:
-            revocation = Filing(piece.tenant, piece.authority, record, tx, version, "", revoked=True)
-            indexed[record] = RecordStatements([*filings_of(record), revocation])
-        statements = indexed[record].of(piece, first_tx_of(piece))
-        if not any(s.version == version and s.withdrawn_at == tx for s in statements):
-            continue  # that version states no part of it, or stated it only before an earlier revocation
-        if record not in records:
-            records.append(record)
-        whole = (piece.valid_from, piece.valid_to)
-        left = covered_parts(whole, [s.valid for s in statements if s.withdrawn_at is None])
-        if left != [whole]:
+        statements = index.of(piece)
+        live = [s for s in statements if s.withdrawn_at is None and s.valid is not None]
+        after = [s._replace(valid=change(s)) for s in live]
+        records = list(dict.fromkeys(s.record for s, a in zip(live, after, strict=True) if a.valid != s.valid))
+        if not records:
+            continue
+        touched += [(piece, record) for record in records]
+        left = still_stated(piece, after)
+        if left != [(piece.valid_from, piece.valid_to)]:
             changed.append((piece, left))
-    return changed, records
+    return changed, touched

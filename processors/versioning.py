@@ -23,6 +23,7 @@ from typing import Final
 from processors.intervals import Interval, cut_from, overlaps, subtract
 from processors.model import Correction, EdgeVersion, Filing, ReviewItem
 from processors.pending import PendingLedger
+from processors.statements import Statement, StatementIndex, withdrawing
 from processors.vocabulary import Vocabulary
 
 
@@ -99,6 +100,12 @@ class Versioner:
         """(lineage, valid_from, valid_to) of each believed fact this event's record stated again at
         another version: ``finish`` files them (``Filing``), so that revoking one version keeps the rest."""
         self._restating: Provenance | None = None
+        self._joined: dict[str, None] = {}
+        """Lineages among ``_restated`` that another record of the source first stated."""
+        self._ended: dict[tuple[str, int | None], None] = {}
+        """(lineage, from) of each fact whose record stopped stating it while others still do."""
+        self._ending: str | None = None
+        self._authority = ""
 
     def _next_id(self, prefix: str) -> str:
         """``derive_id(prefix, tenant, event_id, sequence)``. Speed: the event's part of the digest is
@@ -192,9 +199,12 @@ class Versioner:
         self._closed += closed
         self._appended += appended
 
-    def _restate(self, lineage: str, fact: Fact, provenance: Provenance) -> None:
+    def _restate(self, lineage: str, fact: Fact, provenance: Provenance, joins: bool = False) -> None:
         self._restated[(lineage, fact.valid_from, fact.valid_to)] = None
         self._restating = provenance
+        self._authority = provenance.authority
+        if joins:
+            self._joined[lineage] = None
 
     def _revoked(self, provenance: Provenance) -> bool:
         """Whether the version was revoked: its statements from before are withdrawn, so saying the
@@ -205,10 +215,13 @@ class Versioner:
     def finish(self, cause: str) -> None:
         """File what the event's record stated again, and emit the event's conflicts and its correction:
         the committed beliefs it closed and what it appended that survives."""
-        if self._restating is not None:
+        if self._restating is not None or self._ended:
             source = self._restating
-            self.ledger.add_filing(Filing(self.tenant, source.authority, source.record or "", self.tx,
-                                          source.version, self.event_id, tuple(self._restated)))
+            record = (source.record or "") if source is not None else self._ending or ""
+            self.ledger.add_filing(Filing(self.tenant, self._authority, record, self.tx,
+                                          source.version if source is not None else None, self.event_id,
+                                          tuple(self._restated), joined=tuple(self._joined),
+                                          ended=tuple(self._ended)))
         if self._orphans:
             self._settle_origins()
         for review_id, pieces, rivals in self._conflicts:
@@ -248,6 +261,10 @@ class Versioner:
                 if overlaps((old.valid_from, old.valid_to), fact.interval) and (
                         old.source_version != provenance.version or self._revoked(provenance)):
                     self._restate(old.origin, fact, provenance)
+                unsaid = [part for piece in unsaid for part in subtract(piece, (old.valid_from, old.valid_to))]
+            elif old.source_record != provenance.record and overlaps((old.valid_from, old.valid_to), fact.interval):
+                # Another record of the source states the same edge: it joins the fact, whatever its wording.
+                self._restate(old.origin, fact, provenance, joins=True)
                 unsaid = [part for piece in unsaid for part in subtract(piece, (old.valid_from, old.valid_to))]
             else:
                 others.append(old)
@@ -333,12 +350,35 @@ class Versioner:
         (a snapshot ends only what its record still says)."""
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
-        for old in self._believed(src, rel, dst, authority, phrase, record):
+        for old in self._believed(src, rel, dst, authority, phrase):
+            joined = self.ledger.lineage_joins(self.tenant, old.origin)
+            if record is not None and (joined or old.source_record != record):
+                if record == old.source_record or record in joined:
+                    self._stop_stating(old, authority, record, stopped_at, closed, appended)
+                continue  # another record's fact, or one its statements still hold: only its own end
             affected, remainder = cut_from((old.valid_from, old.valid_to), stopped_at)
             if affected:
                 closed.append(old)
                 appended += self._supersede(old, [remainder] if remainder else [])
         self._correct("retract", closed, appended)
+
+    def _stop_stating(self, old: EdgeVersion, authority: str, record: str, stopped_at: int | None,
+                      closed: list[EdgeVersion], appended: list[EdgeVersion]) -> None:
+        """``record`` no longer states ``old`` from ``stopped_at``; other records may: the piece keeps
+        what any statement still holds, and the end is filed so that later reads cut the record's."""
+        def cut(statement: Statement) -> Interval | None:
+            if statement.record != record or statement.valid is None:
+                return statement.valid
+            affected, remainder = cut_from(statement.valid, stopped_at)
+            return remainder if affected else statement.valid
+
+        kept, touched = withdrawing([old], StatementIndex(self.ledger, self.tenant), cut)
+        if touched:
+            self._ended[(old.origin, stopped_at)] = None
+            self._ending, self._authority = record, authority
+        for piece, parts in kept:
+            closed.append(piece)
+            appended += self._supersede(piece, parts)
 
     def revoke(self, versions: list[EdgeVersion], cause: str) -> None:
         """Never true: close the believed versions and append nothing."""
@@ -348,6 +388,23 @@ class Versioner:
                 self._end_belief(old)
                 closed.append(old)
         self._correct(cause, closed, [])
+
+    def revoke_fact(self, pieces: list[EdgeVersion], named: EdgeVersion) -> None:
+        """``named``'s record was wrong to state the fact: its statements of it are withdrawn, and the
+        fact ends where no other record of the source states it."""
+        record = named.source_record or ""
+        if not self.ledger.lineage_joins(self.tenant, named.origin):
+            self.revoke(pieces, "revoke")  # the record that made it is the only one that states it
+            return
+
+        def withdrawn(statement: Statement) -> Interval | None:
+            return None if statement.record == record else statement.valid
+
+        kept, touched = withdrawing(pieces, StatementIndex(self.ledger, self.tenant), withdrawn)
+        if touched:
+            self._ended[(named.origin, None)] = None
+            self._ending, self._authority = record, named.authority
+        self.withdraw(kept, "revoke")
 
     def withdraw(self, kept: list[tuple[EdgeVersion, list[Interval]]], cause: str) -> None:
         """A statement withdrawn: each believed version keeps only the parts (``kept``, never all of it)

@@ -108,9 +108,10 @@ class PlaceholderRecord(TypedDict):
     entity_id: str
 
 
-FiledStatement = tuple[str, str, str, int, str | None, str, list[tuple[str, int | None, int | None]], bool]
+FiledStatement = tuple[str, str, str, int, str | None, str, list[tuple[str, int | None, int | None]], bool,
+                       list[str], list[tuple[str, int | None]]]
 """``processors.model.Filing``'s fields in order: tenant, system, record, tx, version, event_id, restated
-(lineage, valid_from, valid_to), revoked."""
+(lineage, valid_from, valid_to), revoked, joined (lineages), ended (lineage, from)."""
 
 
 @with_config(_EXACT)

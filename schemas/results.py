@@ -21,14 +21,18 @@ class SourceOut(Out):
 
 
 class StatementOut(Out):
-    """One version of the edge's source record stating it: the first made the edge version, each later
-    one asserted it again unchanged. ``withdrawn_at``: when that version was revoked (null: it stands)."""
+    """One statement of the edge: by its source record (the first made the edge version, a later version
+    asserted it again unchanged) or by another record of the same source that asserted the same edge.
+    ``valid_from``/``valid_to``: the part it states (both null and ``ended``: none any more, its record
+    stopped saying it); ``withdrawn_at``: when its version was revoked (null: it stands)."""
 
+    record: str | None
     version: str | None
     event_id: str
     stated_at: str
     valid_from: str | None
     valid_to: str | None
+    ended: bool = False
     withdrawn_at: str | None = None
 
 

@@ -118,6 +118,9 @@ class LedgerFollower:
     def record_filings(self, tenant: str, system: str, record: str) -> list[Filing]:
         return self.store.record_filings(tenant, system, record)
 
+    def lineage_joins(self, tenant: str, lineage: str) -> list[str]:
+        return self.store.lineage_joins(tenant, lineage)
+
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         return self.store.entity(tenant, entity_id)
 

@@ -159,13 +159,20 @@ def decode_merge(data: bytes) -> Merge:
 
 def encode_filing(filing: Filing) -> bytes:
     """An ``F`` row's value: what its key (tenant, system, record, tx) does not say."""
-    return orjson.dumps((filing.version, filing.event_id, filing.restated, filing.revoked))
+    return orjson.dumps((filing.version, filing.event_id, filing.restated, filing.revoked, filing.joined,
+                         filing.ended))
 
 
 def decode_filing(tenant: str, system: str, record: str, tx: int, data: bytes) -> Filing:
-    version, event_id, restated, revoked = orjson.loads(data)
+    return filing_of([tenant, system, record, tx, *orjson.loads(data)])
+
+
+def filing_of(fields: list) -> Filing:
+    """A ``Filing`` from its fields in order, as JSON gives them back (lists for tuples)."""
+    tenant, system, record, tx, version, event_id, restated, revoked, joined, ended = fields
     return Filing(tenant, system, record, tx, version, event_id,
-                  tuple((lineage, valid_from, valid_to) for lineage, valid_from, valid_to in restated), revoked)
+                  tuple((lineage, valid_from, valid_to) for lineage, valid_from, valid_to in restated), revoked,
+                  tuple(joined), tuple((lineage, stopped_at) for lineage, stopped_at in ended))
 
 
 def encode_alias(tx: int, entity_id: str, normalised: str) -> bytes:

@@ -25,8 +25,9 @@ Tables (one-byte prefix, then ``state.keys.pack`` parts):
 ``Q``  tenant, ``e``, entity_id, merge_id                            nothing: the merges that name an entity
 ``Z``  tenant, ``f``/``s``, type, sort key / reversed, entity_id    entity_id: a placeholder (``Type:~name``)
 ``C``  tenant, entity_id, normalised                                 who recorded the alias by command, and why
-``O``  tenant, ``f``, system, record, tx                               what an event filed about the record's statements
-``O``  tenant, ``r``, system, record, version                          tx: the version was revoked (the few, read whole)
+``O``  tenant, ``f``, system, record, tx                             what an event filed of the record's statements
+``O``  tenant, ``r``, system, record[, version]                      tx: the version (or record) was revoked
+``O``  tenant, ``l``, lineage, system, record                        nothing: the record joined the fact
 ``F``  (``state.freshness_store``: the last source status emitted)
 ``W``  (``state.pipeline_store``: a worker's outbox)
 ``M``  name                                                         meta: last transaction time, format
@@ -62,14 +63,16 @@ rewritten: an as-known read before the split still sees the merge. A tenant's me
 whole (``StoreReads.merges``, cached); a tenant with none costs a dictionary lookup per read. ``Z``
 lists the placeholders so that a tenant with none skips the absorption check.
 
-A fact's first statement is its versions' own provenance. ``O`` ``f`` rows add what the record's
-other versions said of it: an event whose version asserts a fact again unchanged files one row with
-each such fact's lineage (``origin``) and the interval it stated, and a revocation of a version files
-one per record it concerned. ``revoke_source`` of a version reads its records' rows (one per
-restating event: a feed that bumps the version at every resend writes one each time, listing every
-fact it repeats) to find what the other versions still state. A resent snapshot so writes one row,
-not one per fact. A version named by a revocation is also listed under ``r``: a version that states a
-fact again after its revocation makes a statement of its own, and that is checked against the list.
+A fact's first statement is its versions' own provenance. ``O`` ``f`` rows add every other
+statement: an event whose version asserts a fact again unchanged, or whose record asserts an edge
+another record of the source made (it joins the fact), files one row with each such fact's lineage
+(``origin``) and the interval it stated; a snapshot's omission files where its record stopped
+stating a fact that others still state; a revocation files one row per record it concerned. Reading
+a piece's statements reads the rows of each record that states it (one per restating event: a feed
+that bumps the version at every resend writes one each time, listing every fact it repeats). A
+resent snapshot so writes one row, not one per fact. ``r`` lists the revoked versions (a version that
+states a fact again after its revocation makes a statement of its own, and is checked against it)
+and ``l`` the joins (a snapshot's record reads the facts it joined; a piece's reader, who joined it).
 
 A state directory records its format (``M`` ``format``); a state in any other is refused with
 ``StateFormatError``, which says to rebuild it.

@@ -32,6 +32,22 @@ _UNREAD: Final = object()
 """A read cache's answer for a key it does not hold (``None`` is a cached 'no such entity')."""
 
 
+class Joins:
+    """A tenant's joins both ways: the records that joined a lineage, the lineages a record joined."""
+
+    def __init__(self) -> None:
+        self.by_lineage: dict[str, list[str]] = {}
+        self.by_record: dict[tuple[str, str], list[str]] = {}
+
+    def add(self, lineage: str, system: str, record: str) -> None:
+        records = self.by_lineage.setdefault(lineage, [])
+        if record not in records:
+            records.append(record)
+        lineages = self.by_record.setdefault((system, record), [])
+        if lineage not in lineages:
+            lineages.append(lineage)
+
+
 class StoreReads:
     """``LedgerReader``'s and ``GraphReader``'s reads over an ``OrderedKV`` (``LedgerStore`` adds the
     last transaction time and the writes)."""
@@ -56,8 +72,10 @@ class StoreReads:
         self._merges: dict[str, tuple[Merge, ...]] = {}
         self._identities: dict[str, IdentityTimeline] = {}
         self._placeholders: dict[str, bool] = {}
-        self._revoked: dict[str, set[tuple[str, str, str]]] = {}
-        """A tenant's revoked (system, record, version)s: few, read whole once."""
+        self._revoked: dict[str, set[tuple[str, str, str | None]]] = {}
+        """A tenant's revoked (system, record, version)s (None: the whole record): few, read whole once."""
+        self._joins: dict[str, Joins] = {}
+        """A tenant's facts that other records joined: few, read whole once."""
 
     def close(self) -> None:
         self.kv.close()
@@ -149,9 +167,24 @@ class StoreReads:
         revoked = self._revoked.get(tenant)
         if revoked is None:
             revoked = self._revoked[tenant] = {
-                (str(parts[2]), str(parts[3]), str(parts[4])) for parts in
+                (str(parts[2]), str(parts[3]), str(parts[4]) if len(parts) > 4 else None) for parts in
                 (unpack(key[1:]) for key, _ in self.kv.scan(b"O" + pack(tenant, "r")))}
-        return (system, record, version or "") in revoked
+        return (system, record, version) in revoked or (system, record, None) in revoked
+
+    def _joins_of(self, tenant: str) -> Joins:
+        joins = self._joins.get(tenant)
+        if joins is None:
+            joins = self._joins[tenant] = Joins()
+            for key, _ in self.kv.scan(b"O" + pack(tenant, "l")):
+                _, _, lineage, system, record = unpack(key[1:])
+                joins.add(str(lineage), str(system), str(record))
+        return joins
+
+    def lineage_joins(self, tenant: str, lineage: str) -> list[str]:
+        return list(self._joins_of(tenant).by_lineage.get(lineage, ()))
+
+    def record_joins(self, tenant: str, system: str, record: str) -> list[str]:
+        return list(self._joins_of(tenant).by_record.get((system, record), ()))
 
     def entity(self, tenant: str, entity_id: str) -> Entity | None:
         key = (tenant, entity_id)
@@ -235,7 +268,7 @@ class StoreReads:
     def _drop_caches(self) -> None:
         """Forget every read cache (a batch that failed to commit may have updated one): reads refill them."""
         for cache in (self._entities, self._aliases, self._believed_out, self._too_wide, self._merges,
-                      self._identities, self._placeholders, self._revoked):
+                      self._identities, self._placeholders, self._revoked, self._joins):
             cache.clear()
 
     def _remember(self, cache: dict, key: tuple[str, ...], value: object) -> None:

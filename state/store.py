@@ -131,7 +131,11 @@ class LedgerStore(StoreReads):
         for filing in pending.filings:
             revoked = self._revoked.get(filing.tenant)
             if filing.revoked and revoked is not None:
-                revoked.add((filing.system, filing.record, filing.version or ""))
+                revoked.add((filing.system, filing.record, filing.version))
+            joins = self._joins.get(filing.tenant)
+            if joins is not None:
+                for lineage in filing.joined:
+                    joins.add(lineage, filing.system, filing.record)
 
     def _keep_believed(self, version: EdgeVersion) -> None:
         """Keep a cached believed-out entry exact: a believed version enters it, a closed one leaves."""
@@ -244,9 +248,12 @@ class LedgerStore(StoreReads):
         for filing in pending.filings:
             key = b"O" + pack(filing.tenant, "f", filing.system, filing.record) + encode_int(filing.tx)
             puts.append((key, codec.encode_filing(filing)))
-            if filing.revoked:  # the few revoked versions, read whole by ``version_revoked``
-                puts.append((b"O" + pack(filing.tenant, "r", filing.system, filing.record, filing.version or ""),
-                             str(filing.tx).encode()))
+            if filing.revoked:  # the few revoked versions (no version: the whole record), read whole
+                named = (filing.system, filing.record) if filing.version is None else (
+                    filing.system, filing.record, filing.version)
+                puts.append((b"O" + pack(filing.tenant, "r", *named), str(filing.tx).encode()))
+            for lineage in filing.joined:  # the few facts another record joined, read whole
+                puts.append((b"O" + pack(filing.tenant, "l", lineage, filing.system, filing.record), INDEX))
         for tenant, entity_id in pending.placeholders:
             ordered, entity_type = sort_key(placeholder_name(entity_id)), entity_type_of(entity_id)
             row = entity_id.encode()  # the value a lookup reads, not the key (no key decoded)

@@ -23,7 +23,6 @@ from processors.model import (
     Entity,
     Epoch,
     EventOutcome,
-    Filing,
     Heartbeat,
     Merge,
     ReviewItem,
@@ -256,7 +255,7 @@ def _hold(held: _Open, kind: str | None, record: dict, partition: int) -> None:
         pending.add_placeholder(record["tenant"], record["entity_id"])
     elif kind == "filings":
         for fields in record["filings"]:
-            pending.add_filing(_filing(fields))
+            pending.add_filing(codec.filing_of(fields))
     elif kind == "correction":
         correction = _correction(held.parts, record)
         if correction is not None:
@@ -278,12 +277,6 @@ def _hold(held: _Open, kind: str | None, record: dict, partition: int) -> None:
     else:
         raise LogFormatError(f"log partition {partition}: a record of kind {kind!r} ({record['record_id']}): "
                              "this edgeledger writes none")
-
-
-def _filing(fields: list) -> Filing:
-    tenant, system, source_record, tx, version, event_id, restated, revoked = fields
-    return Filing(tenant, system, source_record, tx, version, event_id,
-                  tuple((lineage, valid_from, valid_to) for lineage, valid_from, valid_to in restated), revoked)
 
 
 def _correction(parts_by_id: dict[str, list[dict]], record: dict) -> Correction | None:

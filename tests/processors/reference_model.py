@@ -10,18 +10,19 @@ assertion it came from). Operations only set or delete segments; there is no int
 A *piece* (what the ledger stores as one believed version) is a maximal run of consecutive
 segments of one key with the same origin.
 
-The rules, per authority A: an assertion sets its interval's segments to itself, except those
-already explained by the same record, evidence and confidence, which keep their provenance, and,
-for a single-valued relationship, deletes them from A's other values; a retraction from t deletes
-[t, +inf), whichever record of A explains the segments (of an ``other`` edge: the keys of the
-retraction's phrase, or of every phrase when it names none); a snapshot of record R deletes from
-``detected_at`` the segments R explains of the edges R said before and omits now (see
-``SnapshotRule``): a segment another record restated since is that record's; revoke deletes every
-segment of one origin, revoke_source every segment of its system, narrowed to a record when the event
-names one; with a version, it withdraws that version's statements, and a segment ends only when no
-version of its record still states it (a later version that asserted it unchanged states it too).
-A re-delivered event id changes nothing; a malformed line or an event naming an edge outside the ontology (or an unknown
-edge id, or an ``other`` assertion without a phrase) changes nothing either, but takes a tx.
+The rules, per authority A. Each believed segment has statements, (record, version) pairs
+(``stated_by``). An assertion by record R sets its interval's segments to itself, except those
+already believed that R does not now say otherwise (another record's, or R's with the same evidence
+and confidence): those keep their provenance and gain R's statement. For a single-valued
+relationship it deletes them from A's other values. A retraction from t deletes [t, +inf), whichever
+record of A explains the segments (of an ``other`` edge: the keys of the retraction's phrase, or of
+every phrase when it names none). A snapshot of record R withdraws from ``detected_at`` R's
+statements of the edges R said before and omits now (see ``SnapshotRule``). revoke withdraws the
+statements of one origin's record from that origin's segments; revoke_source withdraws the
+statements of its system, narrowed to a record and a version when the event names them. A segment
+ends when no statement of it is left. A re-delivered event id changes nothing; a malformed line or
+an event naming an edge outside the ontology (or an unknown edge id, or an ``other`` assertion
+without a phrase) changes nothing either, but takes a tx.
 
 Each event that is not a clock setting or a re-delivery takes the next transaction time,
 ``max(clock, previous + 1)``, and the model records a full copy of its beliefs after it. A query
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -161,9 +162,9 @@ SnapshotRule = Literal["claims", "believed"]
 * ``claims`` (the spec): the edges R claims -- added by R's delta assertions, removed by R's delta
   retractions, replaced wholesale by R's previous snapshot -- that this snapshot does not assert;
 * ``believed`` (the rule docs/semantics.md states, which the ledger follows): the edges of which
-  some still-believed piece has provenance R, that this snapshot does not assert.
+  some still-believed segment has a statement by R, that this snapshot does not assert.
 
-Either way only the segments R explains are deleted: what another record restated since is its own.
+Either way only R's statements are withdrawn: a segment another record states stays.
 """
 
 
@@ -179,9 +180,11 @@ class ReferenceLedger:
     dead_letter_txs: list[int] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     """One event id per assertion of a single-valued fact that another authority contradicts."""
-    stated_by: dict[tuple[Key, int], frozenset[str | None]] = field(default_factory=dict)
-    """The versions of a segment's record that state it: its first statement's, and each later version
-    that asserted it again unchanged. Revoking one version removes it; the segment ends with the last."""
+    stated_by: dict[tuple[Key, int], frozenset[tuple[str | None, str | None]]] = field(default_factory=dict)
+    """The (record, version)s that state a segment: its first statement's; each later version of that
+    record that asserted it again unchanged; each version of another record of the source that asserted
+    the edge there. A revocation or a snapshot's omission removes statements; the segment ends with the
+    last one."""
     origin_alias: dict[str, str] = field(default_factory=dict)
     origin_owner: dict[str, str] = field(default_factory=dict)
     origin_conflicts: list[str] = field(default_factory=list)
@@ -268,11 +271,20 @@ class ReferenceLedger:
         return True
 
     def _remove(self, key: Key, segments: Iterable[int], record: str | None = None) -> None:
-        """Delete ``key``'s segments; given a ``record``, only those that record explains."""
+        """Delete ``key``'s segments; given a ``record``, only that record's statements of them, and a
+        segment no statement is left of."""
         believed = self.beliefs.get(key, {})
         for index in segments:
-            if record is None or (index in believed and believed[index].record == record):
+            if record is None:
                 believed.pop(index, None)
+            elif index in believed:
+                self._withdraw(key, index, lambda stated: stated[0] == record)
+
+    def _withdraw(self, key: Key, index: int, named: Callable[[tuple[str | None, str | None]], bool]) -> None:
+        left = frozenset(stated for stated in self.stated_by[(key, index)] if not named(stated))
+        self.stated_by[(key, index)] = left
+        if not left:
+            del self.beliefs[key][index]
 
     def _change(self, event: Change) -> None:
         for retraction in event.retracts:
@@ -309,7 +321,8 @@ class ReferenceLedger:
         return frozenset(
             (src, rel, dst, phrase)
             for (src, rel, dst, authority, phrase), segments in self.beliefs.items()
-            if authority == system and any(p.record == record for p in segments.values())
+            if authority == system and any(stated[0] == record for index in segments
+                                           for stated in self.stated_by[((src, rel, dst, authority, phrase), index)])
         )
 
     def _assert(self, event: Change, assertion: Assert, origin: str) -> bool:
@@ -319,17 +332,20 @@ class ReferenceLedger:
         span = self.span(assertion.valid_from, assertion.valid_to)
         believed = self.beliefs.setdefault(key, {})
         stated = (event.record, assertion.evidence, assertion.confidence)
-        unsaid = [index for index in span if index not in believed
-                  or (believed[index].record, believed[index].evidence, believed[index].confidence) != stated]
+        unsaid = []
         for index in span:
-            if index not in unsaid:  # said already by the record: this version states it too
-                self.stated_by[(key, index)] |= {event.version}
+            held = believed.get(index)
+            if held is None or (held.record == event.record
+                                and (held.record, held.evidence, held.confidence) != stated):
+                unsaid.append(index)  # not believed, or its record now says it otherwise
+            else:  # said already: by this record unchanged, or by another record of the source
+                self.stated_by[(key, index)] |= {(event.record, event.version)}
         if not unsaid:
             return False
         provenance = Provenance(event.record, event.version, assertion.evidence, assertion.confidence, origin)
         for index in unsaid:
             believed[index] = provenance
-            self.stated_by[(key, index)] = frozenset({event.version})
+            self.stated_by[(key, index)] = frozenset({(event.record, event.version)})
         if assertion.rel not in SINGLE_VALUED:
             return False
         contradicted = False
@@ -354,23 +370,21 @@ class ReferenceLedger:
     def _revoke(self, event: Revoke) -> None:
         assert event.target_origin is not None
         origin = self.origin_alias.get(event.target_origin)
-        for believed in self.beliefs.values():
+        for key, believed in self.beliefs.items():
             for index in [i for i, p in believed.items() if p.origin == origin]:
-                del believed[index]
+                record = believed[index].record  # its record was wrong; another record's statement stands
+                self._withdraw(key, index, lambda stated, record=record: stated[0] == record)
 
     def _revoke_source(self, event: RevokeSource) -> None:
-        """Without a version, every segment of the system (of the record, when named) ends; with one, that
-        version no longer states any, and a segment ends when no version of its record states it."""
+        """The statements of the system, narrowed to a record and a version when named, are withdrawn;
+        a segment ends when none is left."""
+        def named(stated: tuple[str | None, str | None]) -> bool:
+            return event.record in (None, stated[0]) and event.version in (None, stated[1])
+
         for key, believed in self.beliefs.items():
-            if key[3] != event.system:
-                continue
-            for index in [i for i, p in believed.items() if event.record in (None, p.record)]:
-                if event.version is not None:
-                    left = self.stated_by[(key, index)] - {event.version}
-                    self.stated_by[(key, index)] = left
-                    if left:
-                        continue
-                del believed[index]
+            if key[3] == event.system:
+                for index in list(believed):
+                    self._withdraw(key, index, named)
 
     # -- origins ------------------------------------------------------------------------------------------
     def learn_origin(

@@ -69,10 +69,10 @@ def test_a_version_that_states_part_of_a_fact_keeps_that_part(ledger: Ledger) ->
 
 
 def test_a_remainder_keeps_the_statements_of_the_fact_it_comes_from(ledger: Ledger) -> None:
-    """v2 restates the fact; another record's other evidence cuts it; the remainder is v2's too."""
+    """v2 restates the fact; v3 says March otherwise, which cuts it; the remainders are v2's too."""
     two_versions(ledger)
-    ledger.change("cmdb", "svc/other", version="x1").asserts(A, "depends_on", B, "2025-03-01", "2025-04-01",
-                                                             evidence="other").send()
+    ledger.change("cmdb", "svc/a", version="v3").asserts(A, "depends_on", B, "2025-03-01", "2025-04-01",
+                                                         evidence="other").send()
     ledger.send(revoke_source(ledger, "svc/a", "v1", "rs-1"))
     march, april = ledger_micros("2025-03-01"), ledger_micros("2025-04-01")
     assert stated(ledger) == [(B, ledger_micros("2025-01-01"), march), (B, march, april), (B, april, None)]
@@ -142,6 +142,82 @@ def test_a_closed_versions_statements_are_those_filed_while_it_was_believed() ->
     filings = [Filing("acme", "cmdb", "svc/a", 15, "v2", "ev-2", (("e1", None, None),)),
                Filing("acme", "cmdb", "svc/a", 25, "v3", "ev-3", (("e1", None, None),)),
                Filing("acme", "cmdb", "svc/a", 30, "v1", "ev-4", revoked=True)]
-    statements = RecordStatements(filings)
+    statements = RecordStatements("svc/a", filings)
     assert [(s.version, s.withdrawn_at) for s in statements.of(piece, 10)] == [("v1", 30), ("v2", None), ("v3", None)]
     assert [(s.version, s.withdrawn_at) for s in statements.of(piece, 10, until=20)] == [("v1", None), ("v2", None)]
+
+
+def both_records(ledger: Ledger) -> None:
+    """Records rel/x and rel/y of one source both state A -> C in their snapshots."""
+    for record in ("rel/x", "rel/y"):
+        ledger.change("cmdb", record, mode="snapshot", version="1").asserts(A, "depends_on", C, "2025-01-01").send()
+
+
+def test_another_records_statement_of_a_fact_joins_it(ledger: Ledger) -> None:
+    both_records(ledger)
+    [piece] = ledger.believed(A, "depends_on")
+    assert piece.source_record == "rel/x", "the record that made it"
+    assert ledger.counts.corrections == 0, "the second statement closed and appended nothing"
+
+
+def test_one_records_omission_leaves_the_edge_the_other_still_states(ledger: Ledger) -> None:
+    both_records(ledger)
+    [piece] = ledger.believed(A, "depends_on")
+    ledger.change("cmdb", "rel/y", mode="snapshot", version="2").send()
+    assert ledger.believed(A, "depends_on") == [piece]
+    ledger.change("cmdb", "rel/x", mode="snapshot", version="2", detected_at="2026-02-01T00:00:00Z").send()
+    [left] = ledger.believed(A, "depends_on")
+    assert (left.valid_from, left.valid_to) == (ledger_micros("2025-01-01"), ledger_micros("2026-02-01"))
+    [correction] = ledger.store.corrections("acme")
+    assert correction.old_edge_ids == (piece.edge_id,) and correction.new_edge_ids == (left.edge_id,)
+
+
+def test_the_first_records_omission_leaves_the_edge_to_the_record_that_joined_it(ledger: Ledger) -> None:
+    both_records(ledger)
+    [piece] = ledger.believed(A, "depends_on")
+    ledger.change("cmdb", "rel/x", mode="snapshot", version="2").send()
+    assert ledger.believed(A, "depends_on") == [piece], "rel/y still states it"
+    ledger.send(revoke_source(ledger, "rel/y", None, "rs-1"))
+    assert [(v.valid_from, v.valid_to) for v in ledger.believed(A, "depends_on")] == [
+        (ledger_micros("2025-01-01"), ledger_micros("2026-01-01"))], "rel/x said it until its omission"
+
+
+def test_records_resending_a_shared_edge_change_nothing(ledger: Ledger) -> None:
+    both_records(ledger)
+    [piece] = ledger.believed(A, "depends_on")
+    for version in ("2", "3"):
+        for record in ("rel/x", "rel/y"):
+            ledger.change("cmdb", record, mode="snapshot", version=version).asserts(
+                A, "depends_on", C, "2025-01-01").send()
+    assert ledger.believed(A, "depends_on") == [piece] and ledger.counts.corrections == 0
+
+
+def test_revoking_one_record_keeps_what_the_other_states_and_both_ends_it(ledger: Ledger) -> None:
+    both_records(ledger)
+    [piece] = ledger.believed(A, "depends_on")
+    ledger.send(revoke_source(ledger, "rel/x", None, "rs-1"))
+    assert ledger.believed(A, "depends_on") == [piece]
+    ledger.send(revoke_source(ledger, "rel/y", "1", "rs-2"))
+    assert ledger.believed(A, "depends_on") == []
+    [correction] = ledger.store.corrections("acme")
+    assert correction.event_id == "rs-2" and correction.old_edge_ids == (piece.edge_id,)
+
+
+def test_history_lists_every_records_statements(ledger: Ledger) -> None:
+    from schemas.times import parse_micros
+
+    both_records(ledger)
+    ledger.change("cmdb", "rel/y", mode="snapshot", version="2").send()
+    history = ledger.engine.history("acme", A, parse_micros("2100-01-01"), None, "depends_on", ledger.store)
+    [version] = history.versions
+    assert [(s.record, s.version, s.valid_to) for s in version.stated_by or []] == [
+        ("rel/x", "1", None), ("rel/y", "1", "2026-01-01T00:00:00Z")], "rel/y said it until its snapshot omitted it"
+
+
+def test_revoking_an_edge_id_withdraws_its_records_word_and_leaves_another_records(ledger: Ledger) -> None:
+    both_records(ledger)
+    [piece] = ledger.believed(A, "depends_on")
+    ledger.send({"kind": "revoke", "event_id": "rv-1", "tenant": "acme", "edge_id": piece.edge_id, "reason": "bad"})
+    assert ledger.believed(A, "depends_on") == [piece], "rel/y states it too"
+    ledger.send(revoke_source(ledger, "rel/y", None, "rs-1"))
+    assert ledger.believed(A, "depends_on") == []

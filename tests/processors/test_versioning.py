@@ -32,23 +32,23 @@ def test_snapshot_retracts_what_the_record_stopped_saying(ledger: Ledger) -> Non
     assert ledger.counts.corrections == 1
 
 
-def test_a_snapshot_retracts_only_the_pieces_its_own_record_says(ledger: Ledger) -> None:
-    """ci/S1 restates C1 -> S1 from 1 March, splitting ci/C1's fact; ci/C1's later snapshot omits the
-    edge from 1 February. It ends ci/C1's piece there and leaves ci/S1's piece, which is ci/S1's now."""
+def test_a_snapshot_withdraws_only_its_own_records_statements(ledger: Ledger) -> None:
+    """ci/S1 states C1 -> S1 from 1 March too; ci/C1's later snapshot omits the edge from 1 February.
+    What ci/C1 said until then holds, and from March ci/S1 still states it: only February ends."""
     ledger.at("2026-01-10T00:00:00Z").change("cmdb", "ci/C1", mode="snapshot", detected_at="2026-01-10T00:00:00Z"
                                              ).asserts(C1, "depends_on", S1, "2026-01-01").send()
     ledger.change("cmdb", "ci/S1", mode="snapshot", detected_at="2026-03-01T00:00:00Z").asserts(
         C1, "depends_on", S1, "2026-03-01").send()
-    split = {(v.valid_from, v.source_record): v.edge_id for v in ledger.believed(C1, "depends_on")}
+    [piece] = ledger.believed(C1, "depends_on")
     ledger.at("2026-04-01T00:00:00Z").change("cmdb", "ci/C1", mode="snapshot", version="2",
                                              detected_at="2026-02-01T00:00:00Z").send()
     pieces = sorted((v.valid_from, v.valid_to, v.source_record, v.edge_id) for v in ledger.believed(C1, "depends_on"))
     jan, feb, mar = _micros("2026-01-01", "2026-02-01", "2026-03-01")
-    assert [piece[:3] for piece in pieces] == [(jan, feb, "ci/C1"), (mar, None, "ci/S1")]
-    assert pieces[1][3] == split[(mar, "ci/S1")], "ci/S1's piece is left as it was, not closed and re-appended"
+    assert [p[:3] for p in pieces] == [(jan, feb, "ci/C1"), (mar, None, "ci/C1")], "ci/C1 made the fact"
     assert {r.entity for r in ledger.query("dependents-of", S1, valid_at="2026-06-01").results} == {C1}
+    assert dependencies(ledger, C1, "2026-02-15") == set()
     correction = list(ledger.store.corrections("acme"))[-1]
-    assert correction.old_edge_ids == (split[(jan, "ci/C1")],) and correction.new_edge_ids == (pieces[0][3],)
+    assert correction.old_edge_ids == (piece.edge_id,) and correction.new_edge_ids == tuple(p[3] for p in pieces)
 
 
 def test_a_delta_retraction_ends_the_edge_whichever_record_of_the_authority_said_it(ledger: Ledger) -> None:
@@ -265,14 +265,15 @@ def test_a_restatement_reaching_past_what_is_believed_adds_only_what_is_new(ledg
     assert ledger.believed(S1, "depends_on") == [first], "a revoke ends both pieces of the restatement"
 
 
-def test_other_evidence_or_another_record_supersedes_the_believed_piece(ledger: Ledger) -> None:
+def test_other_evidence_from_the_record_supersedes_and_another_record_joins(ledger: Ledger) -> None:
     ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-01-01", "2025-09-01", evidence="calls").send()
     ledger.change("cmdb", "svc/S1").asserts(S1, "depends_on", S2, "2025-07-01", "2025-08-01", evidence="new").send()
-    ledger.change("cmdb", "svc/S2").asserts(S1, "depends_on", S2, "2025-02-01", "2025-03-01", evidence="calls").send()
+    ledger.change("cmdb", "svc/S2").asserts(S1, "depends_on", S2, "2025-02-01", "2025-10-01", evidence="other").send()
     pieces = sorted((v.valid_from, v.evidence, v.source_record) for v in ledger.believed(S1, "depends_on"))
     assert [(evidence, record) for _, evidence, record in pieces] == [
-        ("calls", "svc/S1"), ("calls", "svc/S2"), ("calls", "svc/S1"), ("new", "svc/S1"), ("calls", "svc/S1")]
-    assert ledger.counts.corrections == 2
+        ("calls", "svc/S1"), ("new", "svc/S1"), ("calls", "svc/S1"), ("other", "svc/S2")], \
+        "svc/S2 joins what svc/S1 states and adds only September"
+    assert ledger.counts.corrections == 1
 
 
 def test_an_unknown_start_covers_a_known_one_and_not_the_other_way_round(ledger: Ledger) -> None:
