@@ -111,7 +111,8 @@ class AliasEntry(NamedTuple):
 class Filing(NamedTuple):
     """What one event filed about a source record's statements: the facts a version of the record stated
     again (``restated``: each fact's lineage, the ``origin`` its pieces share, with the valid interval
-    the version stated; ``joined``: those of them another record of the source first stated), that the
+    the version stated; ``joined``: those of them another record of the source first stated, each with
+    the evidence this record gave), that the
     version was revoked (``revoked``: every statement it made before ``tx`` is withdrawn; with no
     version, every version's), or that the record stopped stating facts (``ended``: lineage and the
     valid time from which its statements made before ``tx`` no longer hold). A fact's first statement is
@@ -126,7 +127,7 @@ class Filing(NamedTuple):
     event_id: str
     restated: tuple[tuple[str, int | None, int | None], ...] = ()
     revoked: bool = False
-    joined: tuple[str, ...] = ()
+    joined: tuple[tuple[str, str], ...] = ()
     ended: tuple[tuple[str, int | None], ...] = ()
 
 

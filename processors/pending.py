@@ -162,7 +162,7 @@ class PendingLedger:
         self.filings.append(filing)
         if filing.revoked:
             self._revoked.add((filing.tenant, filing.system, filing.record, filing.version))
-        for lineage in filing.joined:
+        for lineage, _ in filing.joined:
             self._joins_by_lineage.setdefault((filing.tenant, lineage), []).append(filing.record)
             self._joins_by_record.setdefault((filing.tenant, filing.system, filing.record), []).append(lineage)
 

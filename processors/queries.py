@@ -308,7 +308,7 @@ def _with_statements(versions: list[tuple[EdgeVersionOut, EdgeVersion]], known_a
     for out, version in versions:
         assert index is not None
         out.stated_by = [
-            StatementOut(record=s.record or None, version=s.version, event_id=s.event_id,
+            StatementOut(record=s.record or None, version=s.version, evidence=s.evidence, event_id=s.event_id,
                          stated_at=format_micros(s.tx) or "",
                          valid_from=format_micros(s.valid[0]) if s.valid else None,
                          valid_to=format_micros(s.valid[1]) if s.valid else None,

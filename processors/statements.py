@@ -31,6 +31,7 @@ class Statement(NamedTuple):
     tx: int
     valid: Interval | None
     withdrawn_at: int | None
+    evidence: str
 
 
 class RecordStatements:
@@ -73,18 +74,21 @@ class RecordStatements:
         found: list[Statement] = []
         if (piece.source_record or "") == self.record:
             first = piece.source_version
-            found.append(self._statement(piece.origin, first, piece.event_id, first_tx, whole, whole, until))
+            found.append(self._statement(piece.origin, first, piece.event_id, first_tx, whole, whole, until,
+                                         piece.evidence))
         for filing, stated in self.restated.get(piece.origin, ()):
             if overlaps(stated, whole) and (until is None or filing.tx < until):
+                # A record that joined the fact gave its own evidence; a later version repeats the first's.
+                evidence = dict(filing.joined).get(piece.origin, piece.evidence)
                 found.append(self._statement(piece.origin, filing.version, filing.event_id, filing.tx, stated,
-                                             whole, until))
+                                             whole, until, evidence))
         return found
 
     def _statement(self, lineage: str, version: str | None, event_id: str, tx: int, stated: Interval,
-                   whole: Interval, until: int | None) -> Statement:
+                   whole: Interval, until: int | None, evidence: str) -> Statement:
         cut = self._cut(lineage, tx, stated, until)
         valid = covered_parts(whole, [cut])[0] if cut is not None and overlaps(cut, whole) else None
-        return Statement(self.record, version, event_id, tx, valid, self.withdrawn(version, tx, until))
+        return Statement(self.record, version, event_id, tx, valid, self.withdrawn(version, tx, until), evidence)
 
 
 class StatementIndex:

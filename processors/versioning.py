@@ -100,7 +100,7 @@ class Versioner:
         """(lineage, valid_from, valid_to) of each believed fact this event's record stated again at
         another version: ``finish`` files them (``Filing``), so that revoking one version keeps the rest."""
         self._restating: Provenance | None = None
-        self._joined: dict[str, None] = {}
+        self._joined: dict[str, str] = {}
         """Lineages among ``_restated`` that another record of the source first stated."""
         self._ended: dict[tuple[str, int | None], None] = {}
         """(lineage, from) of each fact whose record stopped stating it while others still do."""
@@ -204,7 +204,7 @@ class Versioner:
         self._restating = provenance
         self._authority = provenance.authority
         if joins:
-            self._joined[lineage] = None
+            self._joined[lineage] = fact.evidence
 
     def _revoked(self, provenance: Provenance) -> bool:
         """Whether the version was revoked: its statements from before are withdrawn, so saying the
@@ -220,7 +220,7 @@ class Versioner:
             record = (source.record or "") if source is not None else self._ending or ""
             self.ledger.add_filing(Filing(self.tenant, self._authority, record, self.tx,
                                           source.version if source is not None else None, self.event_id,
-                                          tuple(self._restated), joined=tuple(self._joined),
+                                          tuple(self._restated), joined=tuple(self._joined.items()),
                                           ended=tuple(self._ended)))
         if self._orphans:
             self._settle_origins()

@@ -109,9 +109,9 @@ class PlaceholderRecord(TypedDict):
 
 
 FiledStatement = tuple[str, str, str, int, str | None, str, list[tuple[str, int | None, int | None]], bool,
-                       list[str], list[tuple[str, int | None]]]
+                       list[tuple[str, str]], list[tuple[str, int | None]]]
 """``processors.model.Filing``'s fields in order: tenant, system, record, tx, version, event_id, restated
-(lineage, valid_from, valid_to), revoked, joined (lineages), ended (lineage, from)."""
+(lineage, valid_from, valid_to), revoked, joined (lineage, evidence), ended (lineage, from)."""
 
 
 @with_config(_EXACT)

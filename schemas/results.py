@@ -28,6 +28,7 @@ class StatementOut(Out):
 
     record: str | None
     version: str | None
+    evidence: str
     event_id: str
     stated_at: str
     valid_from: str | None

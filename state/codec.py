@@ -172,7 +172,8 @@ def filing_of(fields: list) -> Filing:
     tenant, system, record, tx, version, event_id, restated, revoked, joined, ended = fields
     return Filing(tenant, system, record, tx, version, event_id,
                   tuple((lineage, valid_from, valid_to) for lineage, valid_from, valid_to in restated), revoked,
-                  tuple(joined), tuple((lineage, stopped_at) for lineage, stopped_at in ended))
+                  tuple((lineage, evidence) for lineage, evidence in joined),
+                  tuple((lineage, stopped_at) for lineage, stopped_at in ended))
 
 
 def encode_alias(tx: int, entity_id: str, normalised: str) -> bytes:

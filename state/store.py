@@ -134,7 +134,7 @@ class LedgerStore(StoreReads):
                 revoked.add((filing.system, filing.record, filing.version))
             joins = self._joins.get(filing.tenant)
             if joins is not None:
-                for lineage in filing.joined:
+                for lineage, _ in filing.joined:
                     joins.add(lineage, filing.system, filing.record)
 
     def _keep_believed(self, version: EdgeVersion) -> None:
@@ -252,7 +252,7 @@ class LedgerStore(StoreReads):
                 named = (filing.system, filing.record) if filing.version is None else (
                     filing.system, filing.record, filing.version)
                 puts.append((b"O" + pack(filing.tenant, "r", *named), str(filing.tx).encode()))
-            for lineage in filing.joined:  # the few facts another record joined, read whole
+            for lineage, _ in filing.joined:  # the few facts another record joined, read whole
                 puts.append((b"O" + pack(filing.tenant, "l", lineage, filing.system, filing.record), INDEX))
         for tenant, entity_id in pending.placeholders:
             ordered, entity_type = sort_key(placeholder_name(entity_id)), entity_type_of(entity_id)

@@ -206,12 +206,16 @@ def test_revoking_one_record_keeps_what_the_other_states_and_both_ends_it(ledger
 def test_history_lists_every_records_statements(ledger: Ledger) -> None:
     from schemas.times import parse_micros
 
-    both_records(ledger)
+    ledger.change("cmdb", "rel/x", mode="snapshot", version="1").asserts(A, "depends_on", C, "2025-01-01",
+                                                                        evidence="x calls C").send()
+    ledger.change("cmdb", "rel/y", mode="snapshot", version="1").asserts(A, "depends_on", C, "2025-01-01",
+                                                                        evidence="y calls C").send()
     ledger.change("cmdb", "rel/y", mode="snapshot", version="2").send()
     history = ledger.engine.history("acme", A, parse_micros("2100-01-01"), None, "depends_on", ledger.store)
     [version] = history.versions
-    assert [(s.record, s.version, s.valid_to) for s in version.stated_by or []] == [
-        ("rel/x", "1", None), ("rel/y", "1", "2026-01-01T00:00:00Z")], "rel/y said it until its snapshot omitted it"
+    assert [(s.record, s.version, s.evidence, s.valid_to) for s in version.stated_by or []] == [
+        ("rel/x", "1", "x calls C", None), ("rel/y", "1", "y calls C", "2026-01-01T00:00:00Z")], \
+        "rel/y said it, in its own words, until its snapshot omitted it"
 
 
 def test_revoking_an_edge_id_withdraws_its_records_word_and_leaves_another_records(ledger: Ledger) -> None:

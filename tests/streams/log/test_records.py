@@ -20,7 +20,7 @@ from processors.outbox import (
 from processors.pending import PendingLedger
 from schemas.times import parse_micros
 from schemas.topics import tenant_partition
-from state.keys import pack
+from state.keys import pack, unpack
 from state.kv import MemoryKV
 from state.pipeline_store import PipelineStore
 from state.store import LedgerStore
@@ -640,28 +640,33 @@ def test_replaying_the_log_rebuilds_identity_edits_with_who_made_them() -> None:
         assert any(edit["actor"] in ("carol", "alice") for edit in original), original
 
 
-def test_a_replica_knows_which_versions_of_a_record_state_a_fact() -> None:
-    """The filings travel on the log: revoking one version on a replica leaves what another states, as
-    on the writer, and revoking the other ends it on both."""
-    def change(event_id: str, version: str) -> bytes:
+def test_a_replica_knows_every_statement_of_a_fact() -> None:
+    """The filings travel on the log: revoking one version on a rebuilt worker leaves what another version
+    and another record state, as on the writer, and revoking the rest ends it on both."""
+    def change(event_id: str, record: str, version: str) -> bytes:
         return orjson.dumps({"kind": "change", "event_id": event_id, "tenant": "acme", "mode": "snapshot",
-                             "source": {"system": "cmdb", "record": "svc/a", "version": version},
+                             "source": {"system": "cmdb", "record": record, "version": version},
                              "detected_at": "2026-01-01T00:00:00Z",
                              "assert": [{"src": {"type": "Service", "id": "cmdb:A"}, "rel": "depends_on",
-                                         "dst": {"type": "Service", "id": "cmdb:B"}}]})
+                                         "dst": {"type": "Service", "id": "cmdb:B"}, "evidence": record}]})
 
-    def revoke(event_id: str, version: str) -> bytes:
+    def revoke(event_id: str, record: str, version: str | None) -> str:
         return orjson.dumps({"kind": "revoke_source", "event_id": event_id, "tenant": "acme", "reason": "corrupt",
-                             "source": {"system": "cmdb", "record": "svc/a", "version": version}})
+                             "source": {"system": "cmdb", "record": record}
+                             | ({"version": version} if version else {})}).decode()
 
-    store, log = _logged_load([change("c-1", "v1"), change("c-2", "v2"), revoke("r-1", "v1")])
+    store, log = _logged_load([change("c-1", "svc/a", "v1"), change("c-2", "svc/a", "v2"),
+                               change("c-3", "svc/b", "w1"), revoke("r-1", "svc/a", "v1").encode()])
     rebuilt = LedgerStore(MemoryKV())
     Replay(rebuilt).feed(log, lambda pending: rebuilt.commit(pending), {})
-    assert sorted(rebuilt.kv.scan(b"O")) == sorted(store.kv.scan(b"O")) and len(list(store.kv.scan(b"O"))) == 3
+    rows = sorted(store.kv.scan(b"O"))
+    assert sorted(rebuilt.kv.scan(b"O")) == rows and {unpack(key[1:])[1] for key, _ in rows} == {"f", "l", "r"}
     for kv in (store.kv, rebuilt.kv):
         ledger = Ledger(kv=kv)
-        assert len(ledger.believed("Service:cmdb:A", "depends_on")) == 1, "v2 still states it"
-        ledger.send(revoke("r-2", "v2").decode())
+        assert len(ledger.believed("Service:cmdb:A", "depends_on")) == 1, "v2 and svc/b still state it"
+        ledger.send(revoke("r-2", "svc/a", "v2"))
+        assert len(ledger.believed("Service:cmdb:A", "depends_on")) == 1, "svc/b still states it"
+        ledger.send(revoke("r-3", "svc/b", None))
         assert ledger.believed("Service:cmdb:A", "depends_on") == []
 
 
