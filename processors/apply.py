@@ -261,25 +261,19 @@ def _apply_change(event: ChangeEvent, ledger: PendingLedger, tx: int, vocabulary
         asserted = {_logical(stated.src, stated.rel, stated.dst, stated.phrase) for stated in assertions}
         says_now = ledger.believed_from_record(tenant, provenance.authority, record)
         if ledger.record_joins(tenant, provenance.authority, record):
-            says_now += _still_joined(ledger, tenant, provenance.authority, record)
+            # Its statements are read only for an edge it omits: where it said nothing any more, no change.
+            says_now += joined_pieces(ledger, tenant, provenance.authority, record)
         omitted = {_logical(v.src, v.rel, v.dst, v.phrase) for v in says_now} - asserted
         effective_at = stated_event["effective_at"]
         effective = micros_of(effective_at) if effective_at else detected_at
         for edge in sorted(omitted, key=lambda e: (e.src, e.rel, e.dst, e.phrase or "")):
-            # Only what this record still says: a piece another record restated is that record's.
+            # Only this record's statements end: what another record states of the edge stays.
             versioner.retract(edge.src, edge.rel, edge.dst, provenance.authority, effective, edge.phrase,
                               record)
 
     for stated in assertions:
         versioner.assert_fact(stated.fact(), provenance)
     versioner.finish("change")
-
-
-def _still_joined(ledger: PendingLedger, tenant: str, system: str, record: str) -> list[EdgeVersion]:
-    """The pieces of other records' facts that ``record`` joined and still states some part of."""
-    index = StatementIndex(ledger, tenant)
-    return [piece for piece in joined_pieces(ledger, tenant, system, record)
-            if any(s.record == record and s.valid is not None and s.withdrawn_at is None for s in index.of(piece))]
 
 
 def _stated(resolver: MentionResolver, item: Assertion | Retraction, asserted: bool) -> _Stated:

@@ -118,8 +118,8 @@ producer sends, and refused again at every restart of the worker."""
 
 
 FILED_FACTS_PER_RECORD = 100_000
-"""At most this many restated facts in one ``filings`` record (about 5 MB), far below a broker's
-limit; a batch that filed more sends several."""
+"""At most this many entries (facts restated, joined or ended) in one ``filings`` record (a few MB),
+far below a broker's limit; a batch that filed more sends several."""
 
 
 def _filings_records(pending: PendingLedger) -> list[tuple[str, list[list[object]]]]:
@@ -129,11 +129,12 @@ def _filings_records(pending: PendingLedger) -> list[tuple[str, list[list[object
     open_part: dict[str, tuple[list[list[object]], int]] = {}
     for filing in pending.filings:
         held, facts = open_part.get(filing.tenant, ([], 0))
-        if held and facts + len(filing.restated) > FILED_FACTS_PER_RECORD:
+        counted = len(filing.restated) + len(filing.joined) + len(filing.ended)
+        if held and facts + counted > FILED_FACTS_PER_RECORD:
             parts.append((filing.tenant, held))
             held, facts = [], 0
         held.append(list(filing))
-        open_part[filing.tenant] = (held, facts + len(filing.restated))
+        open_part[filing.tenant] = (held, facts + counted)
     parts += [(tenant, held) for tenant, (held, _) in open_part.items()]
     return parts
 

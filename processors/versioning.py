@@ -4,9 +4,10 @@ appended edge versions and closed beliefs.
 Versions are never updated or deleted. A change of belief closes the old version's transaction
 interval (``tx_to = tx``) and appends what is now believed: the unaffected remainders of the old
 fact (with the old fact's provenance) and the new fact. Every operation that closes a belief
-emits one correction naming the closed and the appended edge ids. A stretch already believed as an
-assertion states it (same record and content) is not a change of belief: it is left as it is, and
-the assertion appends only what it says anew.
+emits one correction naming the closed and the appended edge ids. A stretch the source already
+believes as an assertion states it (from the same record with the same content, or from another
+record) is not a change of belief: it is left as it is, the assertion is filed as one more
+statement of it (``processors.statements``), and it appends only what it says anew.
 
 A logical edge is (src, rel, dst) *per authority* (source system): a source can supersede and
 retract only what it asserted itself, and a single-valued relationship closes only competing
@@ -106,6 +107,7 @@ class Versioner:
         """(lineage, from) of each fact whose record stopped stating it while others still do."""
         self._ending: str | None = None
         self._authority = ""
+        self._index: StatementIndex | None = None
 
     def _next_id(self, prefix: str) -> str:
         """``derive_id(prefix, tenant, event_id, sequence)``. Speed: the event's part of the digest is
@@ -259,7 +261,10 @@ class Versioner:
         for old in believed:
             if _says(old, fact, provenance):
                 if overlaps((old.valid_from, old.valid_to), fact.interval) and (
-                        old.source_version != provenance.version or self._revoked(provenance)):
+                        old.source_version != provenance.version or self._revoked(provenance)
+                        or self.ledger.lineage_joins(self.tenant, old.origin)):
+                    # Another version, or the same one after a revocation or an end (ends are filed
+                    # only for facts another record joined): a statement of its own.
                     self._restate(old.origin, fact, provenance)
                 unsaid = [part for piece in unsaid for part in subtract(piece, (old.valid_from, old.valid_to))]
             elif old.source_record != provenance.record and overlaps((old.valid_from, old.valid_to), fact.interval):
@@ -346,16 +351,17 @@ class Versioner:
     def retract(self, src: str, rel: str, dst: str, authority: str, stopped_at: int | None,
                 phrase: str | None = None, record: str | None = None) -> None:
         """End the edge from ``stopped_at`` on: ``authority``'s versions of it, for ``other`` those with
-        ``phrase`` (``None``: every wording), and with ``record`` only those it is the provenance of
-        (a snapshot ends only what its record still says)."""
+        ``phrase`` (``None``: every wording). With ``record`` (a snapshot's omission), only that record's
+        statements end: a piece another record states too keeps what that one says."""
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
         for old in self._believed(src, rel, dst, authority, phrase):
-            joined = self.ledger.lineage_joins(self.tenant, old.origin)
-            if record is not None and (joined or old.source_record != record):
-                if record == old.source_record or record in joined:
-                    self._stop_stating(old, authority, record, stopped_at, closed, appended)
-                continue  # another record's fact, or one its statements still hold: only its own end
+            if record is not None:
+                joined = self.ledger.lineage_joins(self.tenant, old.origin)
+                if joined or old.source_record != record:
+                    if record == old.source_record or record in joined:
+                        self._stop_stating(old, authority, record, stopped_at, closed, appended)
+                    continue  # another record's fact, or one others state too: only this record's part ends
             affected, remainder = cut_from((old.valid_from, old.valid_to), stopped_at)
             if affected:
                 closed.append(old)
@@ -372,7 +378,7 @@ class Versioner:
             affected, remainder = cut_from(statement.valid, stopped_at)
             return remainder if affected else statement.valid
 
-        kept, touched = withdrawing([old], StatementIndex(self.ledger, self.tenant), cut)
+        kept, touched = withdrawing([old], self._statements(), cut)
         if touched:
             self._ended[(old.origin, stopped_at)] = None
             self._ending, self._authority = record, authority
@@ -400,11 +406,17 @@ class Versioner:
         def withdrawn(statement: Statement) -> Interval | None:
             return None if statement.record == record else statement.valid
 
-        kept, touched = withdrawing(pieces, StatementIndex(self.ledger, self.tenant), withdrawn)
+        kept, touched = withdrawing(pieces, self._statements(), withdrawn)
         if touched:
             self._ended[(named.origin, None)] = None
             self._ending, self._authority = record, named.authority
         self.withdraw(kept, "revoke")
+
+    def _statements(self) -> StatementIndex:
+        """One index an event: each record's filings are read once however many pieces it touches."""
+        if self._index is None:
+            self._index = StatementIndex(self.ledger, self.tenant)
+        return self._index
 
     def withdraw(self, kept: list[tuple[EdgeVersion, list[Interval]]], cause: str) -> None:
         """A statement withdrawn: each believed version keeps only the parts (``kept``, never all of it)

@@ -67,12 +67,14 @@ A fact's first statement is its versions' own provenance. ``O`` ``f`` rows add e
 statement: an event whose version asserts a fact again unchanged, or whose record asserts an edge
 another record of the source made (it joins the fact), files one row with each such fact's lineage
 (``origin``) and the interval it stated; a snapshot's omission files where its record stopped
-stating a fact that others still state; a revocation files one row per record it concerned. Reading
-a piece's statements reads the rows of each record that states it (one per restating event: a feed
-that bumps the version at every resend writes one each time, listing every fact it repeats). A
-resent snapshot so writes one row, not one per fact. ``r`` lists the revoked versions (a version that
-states a fact again after its revocation makes a statement of its own, and is checked against it)
-and ``l`` the joins (a snapshot's record reads the facts it joined; a piece's reader, who joined it).
+stating a fact that others still state; a revocation files one row per record it concerned. A
+resent snapshot so writes one row, not one per fact. A piece's statements are read (each record's
+rows, whole) only by ``revoke``, ``revoke_source``, a snapshot's omission of a fact another record
+joined, and ``history``: a record that resends at a new version every time accumulates a row per
+resend, which those reads decode. ``r`` lists the revoked versions (a version that states a fact
+again after its revocation makes a statement of its own) and ``l`` the joins, one row per (fact,
+record); both are read whole once per tenant and kept, since a snapshot asks for its record's joins
+and an omission for a fact's.
 
 A state directory records its format (``M`` ``format``); a state in any other is refused with
 ``StateFormatError``, which says to rebuild it.
@@ -95,7 +97,7 @@ INDEX: Final = b""
 """The value of an index row (``A``): the key says it all."""
 LAST_TX: Final = b"M" + pack("last_tx")
 FORMAT: Final = b"M" + pack("format")
-FORMAT_VERSION: Final = b"7"
+FORMAT_VERSION: Final = b"8"
 """The one layout this edgeledger reads and writes: the tables above."""
 TX_BYTES: Final = 9
 """An encoded ``tx_from`` in an ``A`` key (``keys.encode_int``): the edge id follows it."""

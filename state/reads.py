@@ -75,7 +75,7 @@ class StoreReads:
         self._revoked: dict[str, set[tuple[str, str, str | None]]] = {}
         """A tenant's revoked (system, record, version)s (None: the whole record): few, read whole once."""
         self._joins: dict[str, Joins] = {}
-        """A tenant's facts that other records joined: few, read whole once."""
+        """A tenant's facts that other records joined, read whole once and kept: one entry a (fact, record)."""
 
     def close(self) -> None:
         self.kv.close()

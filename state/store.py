@@ -252,8 +252,9 @@ class LedgerStore(StoreReads):
                 named = (filing.system, filing.record) if filing.version is None else (
                     filing.system, filing.record, filing.version)
                 puts.append((b"O" + pack(filing.tenant, "r", *named), str(filing.tx).encode()))
-            for lineage, _ in filing.joined:  # the few facts another record joined, read whole
-                puts.append((b"O" + pack(filing.tenant, "l", lineage, filing.system, filing.record), INDEX))
+            for lineage, _ in filing.joined:  # once a (fact, record): a resend joins again, writes nothing
+                if filing.record not in self.lineage_joins(filing.tenant, lineage):
+                    puts.append((b"O" + pack(filing.tenant, "l", lineage, filing.system, filing.record), INDEX))
         for tenant, entity_id in pending.placeholders:
             ordered, entity_type = sort_key(placeholder_name(entity_id)), entity_type_of(entity_id)
             row = entity_id.encode()  # the value a lookup reads, not the key (no key decoded)

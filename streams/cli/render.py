@@ -66,13 +66,13 @@ def history_text(result: HistoryResult) -> str:
 
 
 def _stated_by(version: EdgeVersionOut) -> str:
-    """The record's versions that stated it, when more than the one that made it or any was revoked."""
+    """Who stated it (record and version), when more than the statement that made it or one was withdrawn."""
     stated = version.stated_by or []
-    if len(stated) < 2 and not any(s.withdrawn_at for s in stated):
+    if len(stated) < 2 and not any(s.withdrawn_at or s.ended for s in stated):
         return ""
     return "  stated by " + ", ".join(
-        (repr(s.version) if s.version is not None else "(no version)")
-        + (f" (revoked {s.withdrawn_at})" if s.withdrawn_at else "") for s in stated)
+        f"{s.record or '(no record)'} " + (repr(s.version) if s.version is not None else "(no version)")
+        + (f" (revoked {s.withdrawn_at})" if s.withdrawn_at else " (ended)" if s.ended else "") for s in stated)
 
 
 def review_dict(item: ReviewItem) -> dict[str, object]:

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from state.keys import pack
 from tests.support.harness import Ledger
 
 A, B, C = "Service:cmdb:A", "Service:cmdb:B", "Service:cmdb:C"
@@ -225,3 +226,22 @@ def test_revoking_an_edge_id_withdraws_its_records_word_and_leaves_another_recor
     assert ledger.believed(A, "depends_on") == [piece], "rel/y states it too"
     ledger.send(revoke_source(ledger, "rel/y", None, "rs-1"))
     assert ledger.believed(A, "depends_on") == []
+
+
+def test_the_record_that_made_a_fact_states_it_again_after_its_omission(ledger: Ledger) -> None:
+    """rel/x omits the edge (rel/y keeps it), then says it again at the same version: when rel/y then
+    omits it too, rel/x's new word holds it."""
+    both_records(ledger)
+    ledger.change("cmdb", "rel/x", mode="snapshot", version="1", detected_at="2026-02-01T00:00:00Z").send()
+    ledger.change("cmdb", "rel/x", mode="snapshot", version="1").asserts(A, "depends_on", C, "2025-01-01").send()
+    ledger.change("cmdb", "rel/y", mode="snapshot", version="1", detected_at="2026-03-01T00:00:00Z").send()
+    assert [(v.valid_from, v.valid_to) for v in ledger.believed(A, "depends_on")] == [
+        (ledger_micros("2025-01-01"), None)]
+
+
+def test_a_record_joins_a_fact_once_however_often_it_resends_it(ledger: Ledger) -> None:
+    both_records(ledger)
+    for version in ("2", "3"):
+        ledger.change("cmdb", "rel/y", mode="snapshot", version=version).asserts(
+            A, "depends_on", C, "2025-01-01").send()
+    assert len(list(ledger.kv.scan(b"O" + pack("acme", "l")))) == 1

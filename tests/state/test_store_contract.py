@@ -77,10 +77,10 @@ def test_state_in_an_older_layout_is_refused_with_a_clear_reason() -> None:
     ledger = late_correction(Ledger())
     assert LedgerStore(ledger.kv).last_tx() == ledger.store.last_tx(), "the current format opens"
     ledger.kv.write([(b"M" + pack("format"), b"2")])
-    with pytest.raises(StateFormatError, match="format 2, this edgeledger reads format 7"):
+    with pytest.raises(StateFormatError, match="format 2, this edgeledger reads format 8"):
         LedgerStore(ledger.kv)
     ledger.kv.write([], [b"M" + pack("format")])
-    with pytest.raises(StateFormatError, match="format 1, this edgeledger reads format 7"):
+    with pytest.raises(StateFormatError, match="format 1, this edgeledger reads format 8"):
         LedgerStore(ledger.kv)
 
 

@@ -413,4 +413,4 @@ def test_history_lists_every_version_of_the_record_that_stated_an_edge(tmp_path:
     assert version["tx_to"] is None and version["source"]["version"] == "v1"
     stated = [(s["version"], s["event_id"], s["withdrawn_at"] is not None) for s in version["stated_by"]]
     assert stated == [("v1", "c-1", True), ("v2", "c-2", False)]
-    assert "stated by 'v1' (revoked " in edgeledger(*args).stdout
+    assert "stated by svc/a 'v1' (revoked " in edgeledger(*args).stdout
