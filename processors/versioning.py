@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-from processors.intervals import Interval, cut_from, overlaps, subtract
+from processors.intervals import Interval, covered_parts, cut_from, overlaps, subtract
 from processors.model import Correction, EdgeVersion, Filing, ReviewItem
 from processors.pending import PendingLedger
 from processors.statements import Statement, StatementIndex, withdrawing
@@ -108,6 +108,9 @@ class Versioner:
         self._ending: str | None = None
         self._authority = ""
         self._index: StatementIndex | None = None
+        self._carried: list[tuple[list[EdgeVersion], list[str], Interval]] = []
+        """(the record's own pieces its new wording replaced, the new fact's pieces, its interval) where
+        other records had joined the old fact: ``finish`` files their statements as joining the new one."""
 
     def _next_id(self, prefix: str) -> str:
         """``derive_id(prefix, tenant, event_id, sequence)``. Speed: the event's part of the digest is
@@ -214,9 +217,37 @@ class Versioner:
         return self.ledger.version_revoked(self.tenant, provenance.authority, provenance.record or "",
                                            provenance.version)
 
+    def _carry_joins(self) -> None:
+        """Other records that joined a fact its record now words otherwise still state the edge: their
+        statements of the replaced stretch join the new fact (same version, event and evidence)."""
+        for replaced, new_ids, interval in self._carried:
+            versions = self.ledger.versions
+            survivors = [versions[(self.tenant, i)] for i in new_ids if (self.tenant, i) in versions]
+            if not survivors:
+                continue
+            lineage = survivors[0].origin  # settled: a later assertion of the event may have cut the first
+            by_record: dict[tuple[str, str | None, str, str], list[tuple[str, int | None, int | None]]] = {}
+            for old in replaced:
+                for statement in self._statements().of(old):
+                    if statement.record == (old.source_record or "") or statement.withdrawn_at is not None:
+                        continue
+                    if statement.valid is None or not overlaps(statement.valid, interval):
+                        continue
+                    part = covered_parts(interval, [statement.valid])[0]
+                    named = (statement.record, statement.version, statement.event_id, statement.evidence)
+                    by_record.setdefault(named, []).append((lineage, part[0], part[1]))
+            for (record, version, event_id, evidence), restated in by_record.items():  # a filing has one of each
+                self.ledger.add_filing(Filing(self.tenant, replaced[0].authority, record, self.tx, version,
+                                              event_id, tuple(restated), joined=((lineage, evidence),)))
+
     def finish(self, cause: str) -> None:
         """File what the event's record stated again, and emit the event's conflicts and its correction:
         the committed beliefs it closed and what it appended that survives."""
+        if self._orphans:
+            self._settle_origins()
+            self._orphans = []
+        if self._carried:
+            self._carry_joins()
         if self._restating is not None or self._ended:
             source = self._restating
             record = (source.record or "") if source is not None else self._ending or ""
@@ -277,10 +308,13 @@ class Versioner:
             return
         closed: list[EdgeVersion] = []
         appended: list[EdgeVersion] = []
+        carried: list[EdgeVersion] = []
         for old in others:
             if overlaps((old.valid_from, old.valid_to), fact.interval):
                 closed.append(old)
                 appended += self._supersede(old, subtract((old.valid_from, old.valid_to), fact.interval))
+                if self.ledger.lineage_joins(self.tenant, old.origin):
+                    carried.append(old)
         for old in competing:
             if old.authority == provenance.authority:
                 closed.append(old)
@@ -293,6 +327,8 @@ class Versioner:
             origin = new.origin
             pieces.append(new)
         appended += pieces
+        if carried and pieces:
+            self._carried.append((carried, [piece.edge_id for piece in pieces], fact.interval))
         if single_valued:
             # Closing same-authority competitors changes no other authority's version, and what they
             # leave (and the new pieces) cannot compete: the rivals are the other authorities' competitors.

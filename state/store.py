@@ -245,9 +245,13 @@ class LedgerStore(StoreReads):
             puts.append((b"Q" + pack(merge.tenant, "m", merge.merge_id), codec.encode_merge(merge)))
             for entity_id in (merge.keep, merge.absorb):  # rewritten unchanged by a split: no harm, and rare
                 puts.append((b"Q" + pack(merge.tenant, "e", entity_id, merge.merge_id), INDEX))
+        filed: dict[bytes, int] = {}
         for filing in pending.filings:
             key = b"O" + pack(filing.tenant, "f", filing.system, filing.record) + encode_int(filing.tx)
-            puts.append((key, codec.encode_filing(filing)))
+            # An event files once a record, but can file for a record twice (joins carried at two
+            # versions): the second and later rows take a sequence after the tx.
+            seen = filed[key] = filed.get(key, -1) + 1
+            puts.append((key + encode_int(seen) if seen else key, codec.encode_filing(filing)))
             if filing.revoked:  # the few revoked versions (no version: the whole record), read whole
                 named = (filing.system, filing.record) if filing.version is None else (
                     filing.system, filing.record, filing.version)

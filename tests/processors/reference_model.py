@@ -13,16 +13,17 @@ segments of one key with the same origin.
 The rules, per authority A. Each believed segment has statements, (record, version) pairs
 (``stated_by``). An assertion by record R sets its interval's segments to itself, except those
 already believed that R does not now say otherwise (another record's, or R's with the same evidence
-and confidence): those keep their provenance and gain R's statement. For a single-valued
-relationship it deletes them from A's other values. A retraction from t deletes [t, +inf), whichever
-record of A explains the segments (of an ``other`` edge: the keys of the retraction's phrase, or of
-every phrase when it names none). A snapshot of record R withdraws from ``detected_at`` R's
-statements of the edges R said before and omits now (see ``SnapshotRule``). revoke withdraws the
-statements of one origin's record from that origin's segments; revoke_source withdraws the
-statements of its system, narrowed to a record and a version when the event names them. A segment
-ends when no statement of it is left. A re-delivered event id changes nothing; a malformed line or
-an event naming an edge outside the ontology (or an unknown edge id, or an ``other`` assertion
-without a phrase) changes nothing either, but takes a tx.
+and confidence): those keep their provenance and gain R's statement (where R says its own otherwise,
+the other records' statements stay with the new provenance). For a single-valued relationship it
+deletes them from A's other values. A retraction from t deletes [t, +inf), whichever record of A
+explains the segments (of an ``other`` edge: the keys of the retraction's phrase, or of every phrase
+when it names none). A snapshot of record R withdraws from ``detected_at`` R's statements of the
+edges R said before and omits now (see ``SnapshotRule``). revoke withdraws the statements of one
+origin's record from that origin's segments; revoke_source withdraws the statements of its system,
+narrowed to a record and a version when the event names them. A segment ends when no statement of it
+is left. A re-delivered event id changes nothing; a malformed line or an event naming an edge
+outside the ontology (or an unknown edge id, or an ``other`` assertion without a phrase) changes
+nothing either, but takes a tx.
 
 Each event that is not a clock setting or a re-delivery takes the next transaction time,
 ``max(clock, previous + 1)``, and the model records a full copy of its beliefs after it. A query
@@ -344,8 +345,11 @@ class ReferenceLedger:
             return False
         provenance = Provenance(event.record, event.version, assertion.evidence, assertion.confidence, origin)
         for index in unsaid:
+            # Where the record words its own fact otherwise, the other records' statements stay.
+            others = (frozenset(s for s in self.stated_by[(key, index)] if s[0] != event.record)
+                      if index in believed else frozenset())
             believed[index] = provenance
-            self.stated_by[(key, index)] = frozenset({(event.record, event.version)})
+            self.stated_by[(key, index)] = others | {(event.record, event.version)}
         if assertion.rel not in SINGLE_VALUED:
             return False
         contradicted = False

@@ -245,3 +245,18 @@ def test_a_record_joins_a_fact_once_however_often_it_resends_it(ledger: Ledger) 
         ledger.change("cmdb", "rel/y", mode="snapshot", version=version).asserts(
             A, "depends_on", C, "2025-01-01").send()
     assert len(list(ledger.kv.scan(b"O" + pack("acme", "l")))) == 1
+
+
+def test_a_record_wording_its_fact_otherwise_keeps_the_other_records_statements(ledger: Ledger) -> None:
+    """rel/y joined rel/x's A -> C; rel/x then gives other evidence (a new version of the fact) and later
+    omits it: rel/y still states it, so it stays."""
+    both_records(ledger)
+    ledger.change("cmdb", "rel/x", mode="snapshot", version="2").asserts(A, "depends_on", C, "2025-01-01",
+                                                                        evidence="reworded").send()
+    [reworded] = ledger.believed(A, "depends_on")
+    assert reworded.evidence == "reworded" and ledger.counts.corrections == 1
+    ledger.change("cmdb", "rel/x", mode="snapshot", version="3").send()
+    assert ledger.believed(A, "depends_on") == [reworded], "rel/y's statement carried over to the new fact"
+    ledger.send(revoke_source(ledger, "rel/y", None, "rs-1"))
+    assert [(v.valid_from, v.valid_to) for v in ledger.believed(A, "depends_on")] == [
+        (ledger_micros("2025-01-01"), ledger_micros("2026-01-01"))]
