@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from processors.intervals import Interval, covered_parts, overlaps
+from processors.intervals import Interval, covered_parts, cut_from, overlaps
 from processors.model import EdgeVersion, Filing
 from processors.ports import StatementReader
 
@@ -143,3 +143,38 @@ def withdrawing(pieces: list[EdgeVersion], index: StatementIndex,
         if left != [(piece.valid_from, piece.valid_to)]:
             changed.append((piece, left))
     return changed, touched
+
+
+def withdrawn_by(record: str) -> Callable[[Statement], Interval | None]:
+    """A ``withdrawing`` change: every statement of ``record`` goes."""
+    return lambda statement: None if statement.record == record else statement.valid
+
+
+def ended_from(record: str, stopped_at: int | None) -> Callable[[Statement], Interval | None]:
+    """A ``withdrawing`` change: ``record``'s statements end at ``stopped_at`` in valid time."""
+    def cut(statement: Statement) -> Interval | None:
+        if statement.record != record or statement.valid is None:
+            return statement.valid
+        affected, remainder = cut_from(statement.valid, stopped_at)
+        return remainder if affected else statement.valid
+    return cut
+
+
+def carried_filings(index: StatementIndex, replaced: list[EdgeVersion], lineage: str, interval: Interval,
+                    tx: int) -> list[Filing]:
+    """The other records' live statements of the pieces a record replaced by wording its fact otherwise,
+    over the new fact's ``interval``, as filings that join the new fact's ``lineage`` (each under its
+    own record, version, event and evidence)."""
+    by_record: dict[tuple[str, str | None, str, str], list[tuple[str, int | None, int | None]]] = {}
+    for old in replaced:
+        for statement in index.of(old):
+            if statement.record == (old.source_record or "") or statement.withdrawn_at is not None:
+                continue
+            if statement.valid is None or not overlaps(statement.valid, interval):
+                continue
+            part = covered_parts(interval, [statement.valid])[0]
+            named = (statement.record, statement.version, statement.event_id, statement.evidence)
+            by_record.setdefault(named, []).append((lineage, part[0], part[1]))
+    return [Filing(replaced[0].tenant, replaced[0].authority, record, tx, version, event_id, tuple(restated),
+                   joined=((lineage, evidence),))
+            for (record, version, event_id, evidence), restated in by_record.items()]  # a filing has one of each

@@ -21,10 +21,11 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-from processors.intervals import Interval, covered_parts, cut_from, overlaps, subtract
-from processors.model import Correction, EdgeVersion, Filing, ReviewItem
+from processors.conflicts import conflict_item
+from processors.intervals import Interval, cut_from, overlaps, subtract
+from processors.model import Correction, EdgeVersion, Filing
 from processors.pending import PendingLedger
-from processors.statements import Statement, StatementIndex, withdrawing
+from processors.statements import StatementIndex, carried_filings, ended_from, withdrawing, withdrawn_by
 from processors.vocabulary import Vocabulary
 
 
@@ -219,26 +220,13 @@ class Versioner:
 
     def _carry_joins(self) -> None:
         """Other records that joined a fact its record now words otherwise still state the edge: their
-        statements of the replaced stretch join the new fact (same version, event and evidence)."""
+        statements of the replaced stretch join the new fact (``statements.carried_filings``)."""
+        versions = self.ledger.versions
         for replaced, new_ids, interval in self._carried:
-            versions = self.ledger.versions
             survivors = [versions[(self.tenant, i)] for i in new_ids if (self.tenant, i) in versions]
-            if not survivors:
-                continue
-            lineage = survivors[0].origin  # settled: a later assertion of the event may have cut the first
-            by_record: dict[tuple[str, str | None, str, str], list[tuple[str, int | None, int | None]]] = {}
-            for old in replaced:
-                for statement in self._statements().of(old):
-                    if statement.record == (old.source_record or "") or statement.withdrawn_at is not None:
-                        continue
-                    if statement.valid is None or not overlaps(statement.valid, interval):
-                        continue
-                    part = covered_parts(interval, [statement.valid])[0]
-                    named = (statement.record, statement.version, statement.event_id, statement.evidence)
-                    by_record.setdefault(named, []).append((lineage, part[0], part[1]))
-            for (record, version, event_id, evidence), restated in by_record.items():  # a filing has one of each
-                self.ledger.add_filing(Filing(self.tenant, replaced[0].authority, record, self.tx, version,
-                                              event_id, tuple(restated), joined=((lineage, evidence),)))
+            if survivors:  # settled: a later assertion of the event may have cut the first piece
+                for filing in carried_filings(self._statements(), replaced, survivors[0].origin, interval, self.tx):
+                    self.ledger.add_filing(filing)
 
     def finish(self, cause: str) -> None:
         """File what the event's record stated again, and emit the event's conflicts and its correction:
@@ -361,27 +349,7 @@ class Versioner:
                                            for s in survivors)]
         if not rivals:
             return
-        value = survivors[0]  # every survivor is a piece of the same value
-        self.ledger.review_items.append(
-            ReviewItem(
-                review_id=review_id,
-                tenant=self.tenant,
-                event_id=self.event_id,
-                tx_at=self.tx,
-                category="cardinality_conflict",
-                reason=(
-                    f"{value.src} {value.rel} has competing values from different sources "
-                    f"({value.authority}: {value.dst}; "
-                    + "; ".join(f"{v.authority}: {v.dst}" for v in rivals)
-                    + "); both are kept until a person decides"
-                ),
-                details={
-                    "new_edge_id": value.edge_id,
-                    "new_edge_ids": [v.edge_id for v in survivors],
-                    "competing_edge_ids": [v.edge_id for v in rivals],
-                },
-            )
-        )
+        self.ledger.review_items.append(conflict_item(review_id, self.event_id, self.tx, survivors, rivals))
         self.ledger.counts.conflicts_flagged += 1
 
     def retract(self, src: str, rel: str, dst: str, authority: str, stopped_at: int | None,
@@ -408,13 +376,7 @@ class Versioner:
                       closed: list[EdgeVersion], appended: list[EdgeVersion]) -> None:
         """``record`` no longer states ``old`` from ``stopped_at``; other records may: the piece keeps
         what any statement still holds, and the end is filed so that later reads cut the record's."""
-        def cut(statement: Statement) -> Interval | None:
-            if statement.record != record or statement.valid is None:
-                return statement.valid
-            affected, remainder = cut_from(statement.valid, stopped_at)
-            return remainder if affected else statement.valid
-
-        kept, touched = withdrawing([old], self._statements(), cut)
+        kept, touched = withdrawing([old], self._statements(), ended_from(record, stopped_at))
         if touched:
             self._ended[(old.origin, stopped_at)] = None
             self._ending, self._authority = record, authority
@@ -439,10 +401,7 @@ class Versioner:
             self.revoke(pieces, "revoke")  # the record that made it is the only one that states it
             return
 
-        def withdrawn(statement: Statement) -> Interval | None:
-            return None if statement.record == record else statement.valid
-
-        kept, touched = withdrawing(pieces, self._statements(), withdrawn)
+        kept, touched = withdrawing(pieces, self._statements(), withdrawn_by(record))
         if touched:
             self._ended[(named.origin, None)] = None
             self._ending, self._authority = record, named.authority
