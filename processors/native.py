@@ -43,6 +43,7 @@ COMPILED = (
     "processors/pending.py",
     "processors/versioning.py",
     "processors/vocabulary.py",
+    "state/blocking.py",
     "state/codec.py",
     "state/keys.py",
     "state/layout.py",

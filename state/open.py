@@ -17,7 +17,7 @@ def open_writer(path: str | Path, bulk: bool = False) -> LedgerStore:
 
 def open_reader(path: str | Path) -> LedgerStore:
     """A secondary instance: safe while ``run`` or ``serve`` writes the same directory."""
-    return LedgerStore(RocksKV(path, read_only=True))
+    return LedgerStore(RocksKV(path, read_only=True), names_in_memory=0)
 
 
 @contextmanager

@@ -24,6 +24,7 @@ from processors.model import (
     last_heard_tx,
 )
 from state import codec
+from state.blocking import NameBlocks
 from state.keys import encode_int, encode_int_desc, encode_str, pack, unpack
 from state.kv import OrderedKV
 from state.layout import TX_BYTES, StateFormatError, adjacency
@@ -52,8 +53,12 @@ class StoreReads:
     """``LedgerReader``'s and ``GraphReader``'s reads over an ``OrderedKV`` (``LedgerStore`` adds the
     last transaction time and the writes)."""
 
-    def __init__(self, kv: OrderedKV, cache_entries: int = 200_000, believed_fan_out: int = 10_000) -> None:
+    def __init__(self, kv: OrderedKV, cache_entries: int = 200_000, believed_fan_out: int = 10_000,
+                 names_in_memory: int = 0) -> None:
         self.kv = kv
+        # A writer's name-blocking orders in memory (``state.blocking``); a reader, opened for a
+        # command or a few queries, seeks rather than load a tenant's every alias.
+        self._blocks = NameBlocks(kv, names_in_memory) if names_in_memory else None
         self._cache_entries = cache_entries
         # Read caches, bounded by ``cache_entries`` each. The runners keep them out of the garbage
         # collector's passes (``processors.heap``).
@@ -242,6 +247,9 @@ class StoreReads:
     def placeholders_near(self, tenant: str, entity_type: str, normalised: str) -> list[tuple[str, str]]:
         """``Z`` rows of the type on each side of each probe: ``f`` in sort-key order, ``s`` in suffix order."""
         forward, backward = probes(normalised)
+        names = self._blocks.of(tenant) if self._blocks is not None else None
+        if names is not None:
+            return names.placeholders_near(entity_type, forward, backward)
         found: list[tuple[str, str]] = []
         for tag, probe in [("f", key) for key in forward] + [("s", backward)]:
             prefix = b"Z" + pack(tenant, tag, entity_type)
@@ -257,6 +265,9 @@ class StoreReads:
         """On each side of each probe (``matching.probes``): ``N`` rows in sort-key order, ``S`` rows
         in suffix order."""
         forward, backward = probes(normalised)
+        names = self._blocks.of(tenant) if self._blocks is not None else None
+        if names is not None:
+            return names.neighbours(entity_type, forward, backward, known_at)
         found: list[Candidate] = []
         for table, probe in [(b"N", key) for key in forward] + [(b"S", backward)]:
             prefix = table + pack(tenant)
@@ -270,6 +281,8 @@ class StoreReads:
         for cache in (self._entities, self._aliases, self._believed_out, self._too_wide, self._merges,
                       self._identities, self._placeholders, self._revoked, self._joins):
             cache.clear()
+        if self._blocks is not None:
+            self._blocks.clear()
 
     def _remember(self, cache: dict, key: tuple[str, ...], value: object) -> None:
         """A bounded read cache. It stays coherent because ``commit`` writes through it, and a

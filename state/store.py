@@ -11,6 +11,7 @@ from processors.matching import entity_type_of, sort_key
 from processors.model import Correction, EdgeVersion, EncodedVersion, Merge, SourceActivity, last_heard_tx
 from processors.pending import PendingLedger
 from state import codec
+from state.blocking import NAMES_IN_MEMORY
 from state.keys import encode_int, encode_int_desc, encode_str, pack
 from state.kv import OrderedKV
 from state.layout import FORMAT, FORMAT_VERSION, IN, INDEX, LAST_TX, OUT, digest, listing_rows, recorded_format
@@ -32,8 +33,11 @@ class LedgerStore(StoreReads):
     """Implements ``LedgerReader`` and ``GraphReader`` over an ``OrderedKV``: ``StoreReads``'s reads,
     the last transaction time, and ``commit``."""
 
-    def __init__(self, kv: OrderedKV, cache_entries: int = 200_000, believed_fan_out: int = 10_000) -> None:
-        super().__init__(kv, cache_entries, believed_fan_out)
+    def __init__(self, kv: OrderedKV, cache_entries: int = 200_000, believed_fan_out: int = 10_000,
+                 names_in_memory: int = NAMES_IN_MEMORY) -> None:
+        """``names_in_memory``: the aliases of a tenant kept in memory for name blocking (``state.blocking``),
+        0 for none (a reader)."""
+        super().__init__(kv, cache_entries, believed_fan_out, names_in_memory)
         self._parts: dict[str, bytes] = {}
         """Key parts encoded once: ``_parts["acme"] == pack("acme")`` (tenants, relationships, source systems)."""
         self._read_persisted()
@@ -128,6 +132,8 @@ class LedgerStore(StoreReads):
                     self._identities[tenant] = timeline.extended(self._merges[tenant], now)
         for tenant, _ in pending.placeholders:
             self._placeholders[tenant] = True
+        if self._blocks is not None:
+            self._blocks.recorded(pending.aliases, pending.placeholders)
         for filing in pending.filings:
             revoked = self._revoked.get(filing.tenant)
             if filing.revoked and revoked is not None:
