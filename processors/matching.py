@@ -162,11 +162,18 @@ def similarities(name: str, others: list[str]) -> list[float]:
     compact, plain, words = _forms(name)
     forms = [_forms(other) for other in others]
     best = [0.0] * len(others)
-    for at, query, scorer, scale in ((0, compact, Indel.normalized_similarity, 100.0),
-                                     (1, plain, Indel.normalized_similarity, 100.0),
-                                     (2, words, token_sort_ratio, 1.0)):
-        for _, score, index in extract(query, [form[at] for form in forms], scorer=scorer, limit=None):
-            best[index] = max(best[index], score * scale)
+    everyone = list(range(len(others)))
+    # Speed: a name nothing was stemmed or unglued in scores unstemmed as it does stemmed, so against
+    # another such name the second measure repeats the first and is skipped (most names are such).
+    unstemmed = everyone if plain != compact else [i for i, form in enumerate(forms) if form[1] != form[0]]
+    for at, query, scorer, scale, scored in ((0, compact, Indel.normalized_similarity, 100.0, everyone),
+                                             (1, plain, Indel.normalized_similarity, 100.0, unstemmed),
+                                             (2, words, token_sort_ratio, 1.0, everyone)):
+        if not scored:
+            continue
+        for _, score, index in extract(query, [forms[i][at] for i in scored], scorer=scorer, limit=None):
+            at_index = scored[index]
+            best[at_index] = max(best[at_index], score * scale)
     return best
 
 

@@ -89,3 +89,21 @@ def test_a_shared_neighbour_lifts_only_a_name_already_alike() -> None:
     lifted = best_match("Service", "reprots", near, frozenset({"Service:cmdb:S1"}))
     assert (lifted.kind, lifted.entity_id) == ("match", "Service:cmdb:S1")
     assert best_match("Service", "reprots", near, frozenset({"Service:cmdb:S2"})).kind == "abstain"
+
+
+def test_similarities_skip_only_the_measure_that_repeats_another() -> None:
+    """The unstemmed measure is skipped between two names nothing was stemmed in: the scores are
+    those of all three measures over every pair."""
+    from rapidfuzz.distance import Indel
+    from rapidfuzz.fuzz import token_sort_ratio
+
+    from processors.matching import _forms, similarities
+
+    names = [normalise_name(n) for n in [*REPORTS, "reports", "billing", "biling svc", "ledger payments",
+                                         "ledgers payment", "alice martin", "platform", "the platform team"]]
+    for name in names:
+        compact, plain, words = _forms(name)
+        expected = [max(100.0 * Indel.normalized_similarity(compact, other[0]),
+                        100.0 * Indel.normalized_similarity(plain, other[1]),
+                        token_sort_ratio(words, other[2])) for other in map(_forms, names)]
+        assert similarities(name, names) == pytest.approx(expected), name
