@@ -227,12 +227,16 @@ class MentionResolver:
         to the entity's names in the placeholders' own orders."""
 
         now = ledger.identity(self.tenant, None)
+        names_of: dict[str, list[str]] = {}
+        for named, name in self._planned_aliases:
+            if name and named in new_entities:
+                names_of.setdefault(named, []).append(name)
         for entity_id in sorted(new_entities):
             if is_placeholder(entity_id):
                 continue
             entity = ledger.entity(self.tenant, entity_id)
             assert entity is not None  # recorded above
-            names = [name for (named, name), _ in self._planned_aliases.items() if named == entity_id and name]
+            names = names_of.get(entity_id, [])
             # Each placeholder once, however many probes found it, and none already absorbed.
             offered = [near for near in dict.fromkeys(
                 near for name in names for near in ledger.placeholders_near(self.tenant, entity.type, name))

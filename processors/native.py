@@ -35,6 +35,7 @@ COMPILED = (
     "processors/feeds/statements.py",
     "processors/heap.py",
     "processors/identity.py",
+    "processors/identity_map.py",
     "processors/intervals.py",
     "processors/matching.py",
     "processors/ledger.py",
