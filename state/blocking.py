@@ -7,7 +7,8 @@ seek six times, and a RocksDB seek positions an iterator over every memtable and
 few thousand. The lists are the tables' rows exactly (``tests/state/test_blocking.py`` holds the two
 to the same answers): loaded from them the first time a tenant is asked, and kept in step by the
 commits of the store that holds them. A tenant with more than ``limit`` aliases is left to the seeks,
-so memory stays bounded (about 450 bytes an alias).
+so memory stays bounded (about 500 bytes an alias). A row carries what a lookup hands back (the
+``Candidate``, the placeholder's name), built once when the row is, not at every lookup.
 """
 
 from __future__ import annotations
@@ -109,8 +110,9 @@ class SortedRows:
 
 
 class TenantNames:
-    """One tenant's aliases in two orders, (sort key | reversed, alias, entity id, tx), and its
-    placeholders by type in two orders, (sort key | reversed, entity id)."""
+    """One tenant's aliases in two orders, (sort key | reversed, alias, entity id, tx, candidate), and
+    its placeholders by type in two orders, (sort key | reversed, entity id, name). A row's first three
+    items are unique, so the last ones never take part in an order."""
 
     def __init__(self, forward: list[Row], backward: list[Row]) -> None:
         """``forward`` and ``backward``: the alias rows, each sorted."""
@@ -120,20 +122,22 @@ class TenantNames:
 
     def add_alias(self, normalised: str, entity_id: str, tx: int) -> None:
         ordered = sort_key(normalised)
+        candidate = Candidate(entity_id, entity_type_of(entity_id), normalised)
         for order, key in ((self.forward, ordered), (self.backward, ordered[::-1])):
             for held in order.after((key, normalised, entity_id), 1):
                 if held[:3] == (key, normalised, entity_id):
                     order.discard(held)  # the row is written again: its value (the tx) is the new one
-            order.add((key, normalised, entity_id, tx))
+            order.add((key, normalised, entity_id, tx, candidate))
 
     def add_placeholder(self, entity_id: str) -> None:
-        ordered = sort_key(placeholder_name(entity_id))
+        name = placeholder_name(entity_id)
+        ordered = sort_key(name)
         orders = self.placeholders.get(entity_type_of(entity_id))
         if orders is None:
             orders = self.placeholders[entity_type_of(entity_id)] = (SortedRows([]), SortedRows([]))
         for order, key in ((orders[0], ordered), (orders[1], ordered[::-1])):
-            if (key, entity_id) not in order:
-                order.add((key, entity_id))
+            if (key, entity_id, name) not in order:
+                order.add((key, entity_id, name))
 
     def neighbours(self, entity_type: str | None, forward: tuple[str, ...], backward: str,
                    known_at: int | None) -> list[Candidate]:
@@ -152,9 +156,7 @@ class TenantNames:
         found: list[tuple[str, str]] = []
         for order, probe in [(orders[0], key) for key in forward] + [(orders[1], backward)]:
             for side in (order.after((probe,), PLACEHOLDER_REACH), order.before((probe,), PLACEHOLDER_REACH)):
-                for row in side:
-                    placeholder = str(row[1])
-                    found.append((placeholder, placeholder_name(placeholder)))
+                found += [(row[1], row[2]) for row in side]
         return found
 
 
@@ -163,10 +165,9 @@ def _take(found: list[Candidate], rows: list[Row], entity_type: str | None, know
     ``known_at``, reading ``SCANNED`` rows at most."""
     kept = 0
     for read, row in enumerate(rows, 1):
-        entity_id, tx = str(row[2]), int(row[3])
-        of_type = entity_type_of(entity_id)
-        if (entity_type is None or of_type == entity_type) and (known_at is None or tx <= known_at):
-            found.append(Candidate(entity_id, of_type, str(row[1])))
+        candidate: Candidate = row[4]
+        if (entity_type is None or candidate.type == entity_type) and (known_at is None or row[3] <= known_at):
+            found.append(candidate)
             kept += 1
         if kept == NEIGHBOURS or read == SCANNED:
             return
@@ -190,7 +191,7 @@ class NameBlocks:
                 self._tenants[tenant] = None
                 return None
             tx, entity_id, alias = codec.decode_alias(value)
-            rows.append((sort_key(alias), alias, entity_id, tx))
+            rows.append((sort_key(alias), alias, entity_id, tx, Candidate(entity_id, entity_type_of(entity_id), alias)))
         # Sorted once each (the N rows come nearly in the forward order already, which sorts fast).
         names = TenantNames(sorted(rows), sorted([(str(row[0])[::-1], *row[1:]) for row in rows]))
         for _, value in self.kv.scan(b"Z" + pack(tenant, "f")):
