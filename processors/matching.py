@@ -147,11 +147,21 @@ def probes(normalised: str) -> tuple[tuple[str, ...], str]:
     return tuple(rotations) or ("",), suffix_key(normalised)
 
 
-@lru_cache(maxsize=1 << 16)
+_FORMS: Final[dict[str, tuple[str, str, str]]] = {}
+"""``_forms`` already worked out. Speed: a plain dict, as every candidate of every lookup asks (an
+``lru_cache`` call costs several times a native dict's get)."""
+_FORMS_HELD: Final = 1 << 16
+
+
 def _forms(normalised: str) -> tuple[str, str, str]:
     """What ``similarities`` compares: the core as one word, unstemmed as one word, the core's words."""
-    core = core_of(normalised)
-    return "".join(core), "".join(_plain(normalised)), " ".join(core)
+    forms = _FORMS.get(normalised)
+    if forms is None:
+        if len(_FORMS) >= _FORMS_HELD:
+            _FORMS.clear()
+        core = core_of(normalised)
+        forms = _FORMS[normalised] = ("".join(core), "".join(_plain(normalised)), " ".join(core))
+    return forms
 
 
 def similarities(name: str, others: list[str]) -> list[float]:
@@ -184,16 +194,18 @@ def best_match(entity_type: str | None, name: str, candidates: Iterable[Candidat
     'Platform' is not a Service 'Platform'); ``entity_type`` None (a query anchor with no type) lets
     any type compete, so two alike of different types abstain. The entities in ``shared`` share a
     neighbour with the mention: ``SHARED_BONUS`` more, once their name alone is alike (``NEW_BELOW``)."""
-    best: dict[str, Scored] = {}
+    best: dict[str, tuple[float, str]] = {}  # entity id -> (its best score, the alias that scored it)
     # One alias may neighbour several probes: scored once (dict.fromkeys keeps the order, drops repeats).
     typed = [c for c in dict.fromkeys(candidates) if entity_type is None or c.type == entity_type]
     for candidate, score in zip(typed, similarities(name, [c.alias for c in typed]), strict=True):
         if score >= NEW_BELOW and candidate.entity_id in shared:
             score += SHARED_BONUS
         held = best.get(candidate.entity_id)
-        if held is None or score > held.score:
-            best[candidate.entity_id] = Scored(candidate.entity_id, score, candidate.alias)
-    ranked = tuple(sorted(best.values(), key=lambda s: (-s.score, s.entity_id))[:SHOWN])
+        if held is None or score > held[0]:
+            best[candidate.entity_id] = (score, candidate.alias)
+    # Best first, ties by entity id; only the shown few become ``Scored``.
+    order = sorted([(-score, entity_id, alias) for entity_id, (score, alias) in best.items()])[:SHOWN]
+    ranked = tuple([Scored(entity_id, -negated, alias) for negated, entity_id, alias in order])
     if not ranked or ranked[0].score < NEW_BELOW:
         return Match("new", None, ranked[0].score if ranked else 0.0, ranked)
     top = ranked[0]
