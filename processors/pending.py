@@ -105,6 +105,10 @@ class PendingLedger:
     """A tenant's identity map now, once a batch with identity edits read it: extended by each new merge."""
     _ordered_upto: int = 0
     """How many of ``aliases`` are filed in ``_by_key`` and ``_by_suffix``."""
+    _filed: list[Candidate] = field(default_factory=list)
+    """Each filed alias as the ``Candidate`` a lookup returns, and ``_filed_placeholders`` each filed
+    placeholder's (type, name): worked out once a batch, not at every lookup that reads them."""
+    _filed_placeholders: list[tuple[str, str]] = field(default_factory=list)
     _placeholders_by_key: list[tuple[str, str, int]] = field(default_factory=list)
     """The batch's placeholders in the same two orders (index in ``placeholders``), for ``placeholders_near``."""
     _placeholders_by_suffix: list[tuple[str, str, int]] = field(default_factory=list)
@@ -269,17 +273,17 @@ class PendingLedger:
         for index in range(self._ordered_upto, len(self.aliases)):
             alias = self.aliases[index]
             ordered = sort_key(alias.normalised)
+            self._filed.append(Candidate(alias.entity_id, entity_type_of(alias.entity_id), alias.normalised))
             insort(self._by_key, (alias.tenant, ordered, index))
             insort(self._by_suffix, (alias.tenant, ordered[::-1], index))
         self._ordered_upto = len(self.aliases)
         for side in _beside(self._by_key, self._by_suffix, tenant, normalised):
             kept = 0
             for index in side:
-                alias = self.aliases[index]
-                of_type = entity_type_of(alias.entity_id)
-                recorded = known_at is None or alias.tx_from <= known_at
-                if (entity_type is None or of_type == entity_type) and recorded:
-                    found.append(Candidate(alias.entity_id, of_type, alias.normalised))
+                candidate = self._filed[index]
+                recorded = known_at is None or self.aliases[index].tx_from <= known_at
+                if (entity_type is None or candidate.type == entity_type) and recorded:
+                    found.append(candidate)
                     kept += 1
                     if kept == NEIGHBOURS:
                         break
@@ -291,16 +295,17 @@ class PendingLedger:
             return found
         for index in range(self._placeholders_upto, len(self.placeholders)):
             of_tenant, entity_id = self.placeholders[index]
-            ordered = sort_key(placeholder_name(entity_id))
+            self._filed_placeholders.append((entity_type_of(entity_id), placeholder_name(entity_id)))
+            ordered = sort_key(self._filed_placeholders[index][1])
             insort(self._placeholders_by_key, (of_tenant, ordered, index))
             insort(self._placeholders_by_suffix, (of_tenant, ordered[::-1], index))
         self._placeholders_upto = len(self.placeholders)
         for side in _beside(self._placeholders_by_key, self._placeholders_by_suffix, tenant, normalised):
             kept = 0
             for index in side:
-                entity_id = self.placeholders[index][1]
-                if entity_type_of(entity_id) == entity_type:
-                    found.append((entity_id, placeholder_name(entity_id)))
+                of_type, name = self._filed_placeholders[index]
+                if of_type == entity_type:
+                    found.append((self.placeholders[index][1], name))
                     kept += 1
                     if kept == PLACEHOLDER_REACH:
                         break
