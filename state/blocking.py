@@ -7,10 +7,10 @@ seek six times, and a RocksDB seek positions an iterator over every memtable and
 few thousand. The lists are the tables' rows exactly (``tests/state/test_blocking.py`` holds the two
 to the same answers): loaded from them the first time a tenant is asked, and kept in step by the
 commits of the store that holds them. A tenant with more than ``limit`` aliases is left to the seeks,
-so memory stays bounded (about 550 bytes an alias). A row carries what a lookup would otherwise
-work out at every read (the entity's type, the placeholder's name), and holds only strings and ints:
-the garbage collector then stops tracking it, where a row holding an object (a ``Candidate``) would
-be walked by every full collection, a tenth of a second per 100,000 aliases.
+so memory stays bounded (about 500 bytes an alias of some 20 characters). A row carries what a
+lookup would otherwise work out at every read (the entity's type, the placeholder's name), and holds
+only strings and ints: the garbage collector then stops tracking it, where a row holding an object
+(a ``Candidate``) would be walked by every full collection, a tenth of a second per 100,000 aliases.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from state.keys import pack
 from state.kv import OrderedKV
 
 NAMES_IN_MEMORY: Final = 1_000_000
-"""Aliases of a tenant a writer keeps in memory at most (about 550 MB at the limit); beyond, it seeks."""
+"""Aliases of a tenant a writer keeps in memory at most (about 500 MB at the limit); beyond, it seeks."""
 
 
 _CHUNK: Final = 512
