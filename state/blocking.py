@@ -6,8 +6,9 @@ seek six times, and a RocksDB seek positions an iterator over every memtable and
 80,000 instructions a seek while loading). A bisect of a sorted list answers the same question for a
 few thousand. The lists are the tables' rows exactly (``tests/state/test_blocking.py`` holds the two
 to the same answers): loaded from them the first time a tenant is asked, and kept in step by the
-commits of the store that holds them. A tenant with more than ``limit`` aliases is left to the seeks,
-so memory stays bounded (about 500 bytes an alias of some 20 characters). A row carries what a
+commits of the store that holds them. The tenants share a budget of ``limit`` aliases: a tenant that
+would take the lists past it is left to the seeks, so memory stays bounded however many tenants a
+writer serves (about 500 bytes an alias of some 20 characters). A row carries what a
 lookup would otherwise work out at every read (the entity's type, the placeholder's name), and holds
 only strings and ints: the garbage collector then stops tracking it, where a row holding an object
 (a ``Candidate``) would be walked by every full collection, a tenth of a second per 100,000 aliases.
@@ -28,7 +29,8 @@ from state.keys import pack
 from state.kv import OrderedKV
 
 NAMES_IN_MEMORY: Final = 1_000_000
-"""Aliases of a tenant a writer keeps in memory at most (about 500 MB at the limit); beyond, it seeks."""
+"""Aliases a writer keeps in memory at most, over all its tenants (about 500 MB at the limit); a tenant
+that does not fit is read by seeks."""
 
 
 _CHUNK: Final = 512
@@ -178,11 +180,13 @@ def _take(found: list[Candidate], rows: list[Row], entity_type: str | None, know
 
 class NameBlocks:
     """Every tenant's ``TenantNames`` a writer has asked for, loaded from the KV on first use. ``of``
-    answers None for a tenant past ``limit``: its reads seek."""
+    answers None for a tenant that did not fit in what ``limit`` left: its reads seek."""
 
     def __init__(self, kv: OrderedKV, limit: int = NAMES_IN_MEMORY) -> None:
         self.kv = kv
         self.limit = limit
+        self._held = 0
+        """Aliases held, over the tenants loaded."""
         self._tenants: dict[str, TenantNames | None] = {}
 
     def of(self, tenant: str) -> TenantNames | None:
@@ -190,7 +194,7 @@ class NameBlocks:
             return self._tenants[tenant]
         rows: list[Row] = []
         for _, value in self.kv.scan(b"N" + pack(tenant)):
-            if len(rows) == self.limit:
+            if len(rows) == self.limit - self._held:
                 self._tenants[tenant] = None
                 return None
             tx, entity_id, alias = codec.decode_alias(value)
@@ -200,6 +204,7 @@ class NameBlocks:
         for _, value in self.kv.scan(b"Z" + pack(tenant, "f")):
             names.add_placeholder(value.decode())
         self._tenants[tenant] = names
+        self._held += len(rows)
         return names
 
     def recorded(self, aliases: Iterable[AliasEntry], placeholders: Iterable[tuple[str, str]]) -> None:
@@ -207,8 +212,11 @@ class NameBlocks:
         for alias in aliases:
             names = self._tenants.get(alias.tenant)
             if names is not None:
+                held = names.forward.count
                 names.add_alias(alias.normalised, alias.entity_id, alias.tx_from)
-                if names.forward.count > self.limit:
+                self._held += names.forward.count - held  # an alias written again adds no row
+                if self._held > self.limit:
+                    self._held -= names.forward.count
                     self._tenants[alias.tenant] = None
         for tenant, entity_id in placeholders:
             names = self._tenants.get(tenant)
@@ -217,3 +225,4 @@ class NameBlocks:
 
     def clear(self) -> None:
         self._tenants.clear()
+        self._held = 0

@@ -35,8 +35,8 @@ class LedgerStore(StoreReads):
 
     def __init__(self, kv: OrderedKV, cache_entries: int = 200_000, believed_fan_out: int = 10_000,
                  names_in_memory: int = NAMES_IN_MEMORY) -> None:
-        """``names_in_memory``: the aliases of a tenant kept in memory for name blocking (``state.blocking``),
-        0 for none (a reader)."""
+        """``names_in_memory``: the aliases kept in memory for name blocking, over all tenants
+        (``state.blocking``), 0 for none (a reader)."""
         super().__init__(kv, cache_entries, believed_fan_out, names_in_memory)
         self._parts: dict[str, bytes] = {}
         """Key parts encoded once: ``_parts["acme"] == pack("acme")`` (tenants, relationships, source systems)."""

@@ -9,6 +9,7 @@ from processors.identity import normalise_name
 from processors.model import AliasEntry, Entity
 from processors.pending import PendingLedger
 from state.blocking import SortedRows
+from state.keys import pack
 from state.kv import MemoryKV
 from state.store import LedgerStore
 
@@ -75,6 +76,27 @@ def test_a_tenant_past_the_limit_is_read_by_seeks_with_the_same_answers() -> Non
         _batch(writer, rng, tx)
     assert writer._blocks.of("acme") is None, "past 30 aliases the tenant is left to the seeks"
     assert _answers(writer, probes) == _answers(LedgerStore(kv, names_in_memory=0), probes) != before
+
+
+def test_the_tenants_share_one_budget_and_one_that_does_not_fit_is_read_by_seeks() -> None:
+    rng = random.Random(4)
+    kv = MemoryKV()
+    for tx in range(1, 7):
+        _batch(LedgerStore(kv, names_in_memory=0), rng, tx)
+    aliases = {tenant: sum(1 for _ in kv.scan(b"N" + pack(tenant))) for tenant in ("acme", "globex")}
+    assert min(aliases.values()) > 5
+    writer = LedgerStore(kv, names_in_memory=aliases["acme"] + aliases["globex"] - 1)
+    probes = [(tenant, "Service", _name(rng), None) for tenant in ("acme", "globex") for _ in range(10)]
+    answers = _answers(writer, probes)  # acme first: it fits, globex then does not
+    assert writer._blocks is not None
+    assert writer._blocks.of("acme") is not None and writer._blocks.of("globex") is None
+    assert answers == _answers(LedgerStore(kv, names_in_memory=0), probes)
+    for tx in range(7, 30):  # acme's own commits take the lists past the budget: acme is dropped too
+        _batch(writer, rng, tx)
+        if writer._blocks.of("acme") is None:
+            break
+    assert writer._blocks.of("acme") is None and writer._blocks._held == 0
+    assert _answers(writer, probes) == _answers(LedgerStore(kv, names_in_memory=0), probes)
 
 
 def test_a_failed_commit_forgets_the_lists() -> None:
