@@ -178,7 +178,8 @@ def filing_of(fields: list) -> Filing:
 
 def encode_alias(tx: int, entity_id: str, normalised: str) -> bytes:
     """The value of an ``N`` or ``S`` row: what a lookup needs from it, in the value, so that reading a
-    neighbourhood decodes no key (an entity id or a normalised name has no NUL)."""
+    neighbourhood decodes no key. A normalised name has no NUL (``identity.normalise_name``); an entity
+    id may, from a source's id, so ``decode_alias`` splits the name off the end."""
     return b"%d\x00%s\x00%s" % (tx, entity_id.encode(), normalised.encode())
 
 
@@ -194,5 +195,6 @@ def decode_alias_audit(data: bytes) -> tuple[str, str]:
 
 def decode_alias(data: bytes) -> tuple[int, str, str]:
     """(tx, entity id, normalised name) of an ``encode_alias`` value."""
-    tx, entity_id, normalised = data.split(b"\x00", 2)
+    tx, rest = data.split(b"\x00", 1)
+    entity_id, normalised = rest.rsplit(b"\x00", 1)
     return int(tx), entity_id.decode(), normalised.decode()

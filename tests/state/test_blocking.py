@@ -6,6 +6,7 @@ import random
 import pytest
 
 from processors.identity import normalise_name
+from processors.matching import Candidate
 from processors.model import AliasEntry, Entity
 from processors.pending import PendingLedger
 from state.blocking import SortedRows
@@ -97,6 +98,21 @@ def test_the_tenants_share_one_budget_and_one_that_does_not_fit_is_read_by_seeks
             break
     assert writer._blocks.of("acme") is None and writer._blocks._held == 0
     assert _answers(writer, probes) == _answers(LedgerStore(kv, names_in_memory=0), probes)
+
+
+def test_an_entity_id_holding_a_nul_is_answered_alike_loaded_or_committed() -> None:
+    kv = MemoryKV()
+    writer = LedgerStore(kv)
+    writer.neighbours("acme", "Service", "billing")  # acme loaded before the commit: the row is filed by it
+    pending = PendingLedger(writer)
+    pending.add_entity(Entity("acme", "Service:a\x00b", "Service", "billing", 1))
+    pending.add_alias(AliasEntry("acme", "billing", "Service:a\x00b", 1))
+    pending.tx = 1
+    writer.commit(pending)
+    expected = [Candidate("Service:a\x00b", "Service", "billing")]
+    assert writer.neighbours("acme", "Service", "billing")[:1] == expected
+    assert LedgerStore(kv).neighbours("acme", "Service", "billing")[:1] == expected  # loaded from the rows
+    assert LedgerStore(kv, names_in_memory=0).neighbours("acme", "Service", "billing")[:1] == expected
 
 
 def test_a_failed_commit_forgets_the_lists() -> None:

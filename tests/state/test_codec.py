@@ -30,3 +30,9 @@ def test_the_ledgers_reads_get_the_interned_names() -> None:
     decoded = codec.decode_interned_version(codec.encode_version(_version()))
     for name in (decoded.tenant, decoded.src, decoded.rel, decoded.dst, decoded.authority):
         assert name is sys.intern(name.encode().decode())  # a fresh copy interns to that very object
+
+
+@pytest.mark.parametrize("entity_id", ["Service:cmdb:S1", "Service:a\x00b", "Service:\x00", "Person:hr:é\x01"])
+def test_an_alias_row_round_trips_whatever_the_source_put_in_the_id(entity_id: str) -> None:
+    """A source's id may hold any character, NUL too; a normalised name holds none."""
+    assert codec.decode_alias(codec.encode_alias(7, entity_id, "billing core")) == (7, entity_id, "billing core")
