@@ -295,8 +295,9 @@ class PendingLedger:
             return found
         for index in range(self._placeholders_upto, len(self.placeholders)):
             of_tenant, entity_id = self.placeholders[index]
-            self._filed_placeholders.append((entity_type_of(entity_id), placeholder_name(entity_id)))
-            ordered = sort_key(self._filed_placeholders[index][1])
+            name = placeholder_name(entity_id)
+            self._filed_placeholders.append((entity_type_of(entity_id), name))
+            ordered = sort_key(name)
             insort(self._placeholders_by_key, (of_tenant, ordered, index))
             insort(self._placeholders_by_suffix, (of_tenant, ordered[::-1], index))
         self._placeholders_upto = len(self.placeholders)
